@@ -1,0 +1,5 @@
+'use strict'
+
+module.exports = require('neostandard')({
+  ignores: ['.cache/**', '.tap/**', 'coverage/**', 'types/**'],
+})

@@ -1,0 +1,251 @@
+'use strict'
+
+const dns = require('node:dns')
+const { isIP } = require('node:net')
+const { LRUCache } = require('lru-cache')
+const { Upstream, isNotFound } = require('./resolve')
+const { channels } = require('../diagnostics')
+
+// Orders, as Node names them; index 0 is "the process default".
+const ORDER_VERBATIM = 1
+const ORDER_IPV4FIRST = 2
+const ORDER_IPV6FIRST = 3
+const SLOTS = 24 // 3 families x 8 hint combinations
+
+// One cached answer (or error) for one (hostname, family, hints).
+class Entry {
+  answer = null // [{ address, family }] in resolver order
+  ordered = [null, null, null, null] // answer per order, built on first use
+  error = null
+  expiresAt = 0
+  staleUntil = 0
+  refreshing = false
+  retryAt = 0
+  waiters = null // callers of the first resolution, while it is in flight
+}
+
+class DnsCache {
+  #lru
+  #upstream
+  #options
+  #timer = null
+  #closed = false
+  #counters = {
+    hits: 0,
+    misses: 0,
+    coalesced: 0,
+    staleServed: 0,
+    negativeHits: 0,
+    fallbacks: 0,
+    refreshes: 0,
+    upstreamLookups: 0,
+    ttlQueries: 0,
+  }
+
+  #errors = Object.create(null)
+
+  constructor (options, systemLookup) {
+    this.#options = options
+    this.#lru = new LRUCache({ max: options.maxEntries })
+    this.#upstream = new Upstream(options, systemLookup, this.#counters)
+    this.#timer = setInterval(() => this.#sweep(), options.sweepIntervalMs)
+    this.#timer.unref()
+  }
+
+  get closed () {
+    return this.#closed
+  }
+
+  // The core: answer (hostname, family, hints) and call reply(err, entry),
+  // synchronously from the cache or later from upstream; the caller owns
+  // asynchrony and shaping. Returns false, without calling reply, for what the
+  // cache does not take (IP literals, a closed cache).
+  query (hostname, family, hints, reply) {
+    if (this.#closed) return false
+    const slot = slotOf(family, hints)
+    let record = this.#lru.get(hostname)
+    if (record !== undefined) {
+      const entry = record[slot]
+      if (entry !== undefined && entry.answer !== null && performance.now() < entry.expiresAt) {
+        this.#counters.hits++
+        if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'hit', null)
+        reply(null, entry)
+        return true
+      }
+    } else {
+      if (isIP(hostname) !== 0) return false
+      record = new Array(SLOTS)
+      this.#lru.set(hostname, record)
+    }
+    this.#slow(hostname, family, hints, record, slot, reply)
+    return true
+  }
+
+  #slow (hostname, family, hints, record, slot, reply) {
+    const now = performance.now()
+    let entry = record[slot]
+    if (entry === undefined) entry = record[slot] = new Entry()
+    if (entry.waiters !== null) {
+      this.#counters.coalesced++
+      if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'coalesced', null)
+      entry.waiters.push(reply)
+      return
+    }
+    if (entry.answer !== null) {
+      if (now < entry.expiresAt) {
+        this.#counters.hits++
+        if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'hit', null)
+        return reply(null, entry)
+      }
+      if (now < entry.staleUntil) {
+        this.#counters.staleServed++
+        if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'stale', null)
+        if (!entry.refreshing && now >= entry.retryAt) this.#fetch(hostname, family, hints, entry)
+        return reply(null, entry)
+      }
+      entry.answer = null
+    }
+    if (entry.error !== null && now < entry.expiresAt) {
+      this.#counters.negativeHits++
+      if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'negative', entry.error)
+      return reply(entry.error, null)
+    }
+    this.#counters.misses++
+    if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'miss', null)
+    entry.error = null
+    entry.waiters = [reply]
+    this.#fetch(hostname, family, hints, entry)
+  }
+
+  #fetch (hostname, family, hints, entry) {
+    const options = this.#options
+    const refresh = entry.answer !== null
+    if (refresh) this.#counters.refreshes++
+    entry.refreshing = true
+    this.#upstream.resolve(hostname, family, hints, (err, addresses) => {
+      const now = performance.now()
+      entry.refreshing = false
+      if (err) {
+        this.#errors[err.code] = (this.#errors[err.code] ?? 0) + 1
+        if (channels.dnsError.hasSubscribers) channels.dnsError.publish({ hostname, family, hints, error: err, refresh })
+        if (entry.answer !== null && now < entry.staleUntil && !isNotFound(err)) {
+          // Serve-stale (RFC 8767): keep the last good answer, retry later.
+          entry.retryAt = now + options.errorTtlMs
+        } else {
+          entry.answer = null
+          entry.error = err
+          entry.expiresAt = now + options.errorTtlMs
+        }
+      } else {
+        entry.answer = addresses
+        entry.ordered = [null, null, null, null]
+        entry.error = null
+        // Fresh until the TTL query answers (it is bounded by queryTimeoutMs).
+        entry.expiresAt = Infinity
+        entry.staleUntil = Infinity
+      }
+      if (channels.dnsRefresh.hasSubscribers && refresh) channels.dnsRefresh.publish({ hostname, family, hints, error: err })
+      const waiters = entry.waiters
+      entry.waiters = null
+      if (waiters !== null) {
+        for (let i = 0; i < waiters.length; i++) {
+          if (entry.answer !== null) waiters[i](null, entry)
+          else waiters[i](err, null)
+        }
+      }
+    }, (ttlMs, source) => {
+      let ttl = ttlMs
+      if (source === 'dns') ttl = Math.min(Math.max(ttlMs, options.minTtlMs), options.maxTtlMs)
+      else this.#counters.fallbacks++
+      entry.expiresAt = performance.now() + ttl
+      entry.staleUntil = entry.expiresAt + options.staleTtlMs
+    })
+  }
+
+  #sweep () {
+    const now = performance.now()
+    const dead = []
+    for (const [hostname, record] of this.#lru.entries()) {
+      let live = false
+      for (let i = 0; i < SLOTS; i++) {
+        const entry = record[i]
+        if (entry === undefined) continue
+        const keep = entry.waiters !== null || entry.refreshing ||
+          (entry.answer !== null && now < entry.staleUntil) ||
+          (entry.error !== null && now < entry.expiresAt)
+        if (keep) live = true
+        else record[i] = undefined
+      }
+      if (!live) dead.push(hostname)
+    }
+    for (const hostname of dead) this.#lru.delete(hostname)
+  }
+
+  stats () {
+    return {
+      ...this.#counters,
+      upstreamQueries: this.#counters.upstreamLookups + this.#counters.ttlQueries,
+      errors: { ...this.#errors },
+      entries: this.#lru.size,
+    }
+  }
+
+  clear () {
+    this.#lru.clear()
+  }
+
+  close () {
+    this.#closed = true
+    clearInterval(this.#timer)
+    this.#lru.clear()
+  }
+}
+
+// The answer of `entry` in the order asked for.
+function ordered (entry, order) {
+  let list = entry.ordered[order]
+  if (list !== null) return list
+  const answer = entry.answer
+  if (order === ORDER_VERBATIM) list = answer
+  else {
+    const first = order === ORDER_IPV4FIRST ? 4 : 6
+    list = answer.filter((a) => a.family === first).concat(answer.filter((a) => a.family !== first))
+  }
+  entry.ordered[order] = list
+  return list
+}
+
+function resultOrder (code) {
+  if (code !== 0) return code
+  const name = dns.getDefaultResultOrder()
+  return name === 'ipv4first' ? ORDER_IPV4FIRST : name === 'ipv6first' ? ORDER_IPV6FIRST : ORDER_VERBATIM
+}
+
+function slotOf (family, hints) {
+  const f = family === 0 ? 0 : family === 4 ? 8 : 16
+  return f + ((hints & dns.ADDRCONFIG) !== 0 ? 1 : 0) + ((hints & dns.V4MAPPED) !== 0 ? 2 : 0) +
+    ((hints & dns.ALL) !== 0 ? 4 : 0)
+}
+
+function publish (hostname, family, hints, source, error) {
+  channels.dnsLookup.publish({ hostname, family, hints, source, error })
+}
+
+// Node creates a new error for every failed lookup; so do we, with the same
+// class, message and properties, in the same order.
+function copyError (err) {
+  const copy = new err.constructor(err.message)
+  for (const key of Object.keys(err)) copy[key] = err[key]
+  return copy
+}
+
+module.exports = {
+  DnsCache,
+  ordered,
+  resultOrder,
+  copyError,
+  isIP,
+  ORDER_VERBATIM,
+  ORDER_IPV4FIRST,
+  ORDER_IPV6FIRST,
+}

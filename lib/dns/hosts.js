@@ -1,0 +1,87 @@
+'use strict'
+
+const fs = require('node:fs')
+const net = require('node:net')
+
+// The hosts file, parsed on demand and re-read when its mtime changes (checked
+// at most once per `checkIntervalMs`). It tells the cache which names the
+// system resolver answers from the file, so they are cached for
+// fallbackTtlMs without asking DNS for a TTL they do not have.
+class HostsFile {
+  #path
+  #checkIntervalMs
+  #names = new Map() // lower-case name -> [{ address, family }]
+  #mtimeMs = -1
+  #checkedAt = -Infinity
+  #loading = null
+
+  constructor (path, checkIntervalMs) {
+    this.#path = path
+    this.#checkIntervalMs = checkIntervalMs
+  }
+
+  // callback(addresses | undefined): the file's addresses for `hostname`.
+  lookup (hostname, callback) {
+    if (this.#path === null) return process.nextTick(callback, undefined)
+    if (performance.now() - this.#checkedAt < this.#checkIntervalMs) {
+      return process.nextTick(callback, this.#names.get(hostname.toLowerCase()))
+    }
+    this.#refresh().then(() => callback(this.#names.get(hostname.toLowerCase())))
+  }
+
+  #refresh () {
+    this.#loading ??= this.#load().finally(() => {
+      this.#loading = null
+      this.#checkedAt = performance.now()
+    })
+    return this.#loading
+  }
+
+  async #load () {
+    let stat
+    try {
+      stat = await fs.promises.stat(this.#path)
+    } catch {
+      this.#names = new Map()
+      this.#mtimeMs = -1
+      return
+    }
+    if (stat.mtimeMs === this.#mtimeMs) return
+    let text
+    try {
+      text = await fs.promises.readFile(this.#path, 'utf8')
+    } catch {
+      text = ''
+    }
+    this.#names = parseHosts(text)
+    this.#mtimeMs = stat.mtimeMs
+  }
+}
+
+function parseHosts (text) {
+  const names = new Map()
+  for (let line of text.split('\n')) {
+    const hash = line.indexOf('#')
+    if (hash !== -1) line = line.slice(0, hash)
+    const fields = line.trim().split(/\s+/)
+    if (fields.length < 2) continue
+    const family = net.isIP(fields[0])
+    if (family === 0) continue
+    for (let i = 1; i < fields.length; i++) {
+      const name = fields[i].toLowerCase()
+      let list = names.get(name)
+      if (list === undefined) names.set(name, (list = []))
+      if (!list.some((a) => a.address === fields[0])) list.push({ address: fields[0], family })
+    }
+  }
+  return names
+}
+
+function defaultHostsPath () {
+  if (process.platform === 'win32') {
+    return `${process.env.SystemRoot ?? 'C:\\Windows'}\\System32\\drivers\\etc\\hosts`
+  }
+  return '/etc/hosts'
+}
+
+module.exports = { HostsFile, parseHosts, defaultHostsPath }

@@ -1,0 +1,79 @@
+'use strict'
+
+const dns = require('node:dns')
+const { syncBuiltinESMExports } = require('node:module')
+const { DnsCache } = require('./cache')
+const { createLookup, createPromiseLookup } = require('./lookup')
+const { defaultHostsPath } = require('./hosts')
+const { wrap, originalOf } = require('../patch')
+const { integer, stringArray, nullable, string, resolve } = require('../options')
+const { ERR_IO_HYGIENE_INVALID_OPTION } = require('../errors')
+
+// The lookups the cache asks. Captured once, past any io-hygiene wrapper (a
+// second copy of io-hygiene recognises the first by its marker), so the cache
+// never asks itself.
+const systemLookup = originalOf(dns.lookup)
+
+function servers () {
+  const check = stringArray()
+  const wrapped = (where, key, value) => {
+    const list = check(where, key, value)
+    try {
+      new dns.Resolver().setServers(list)
+    } catch (cause) {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an array of DNS server addresses ("ip" or "ip:port")', value, { cause })
+    }
+    return list
+  }
+  wrapped.expects = 'string[]'
+  return wrapped
+}
+
+// Defaults, and why, are in the README's dns table; a test keeps the two equal.
+const spec = {
+  maxEntries: { default: 10_000, check: integer(1) },
+  minTtlMs: { default: 1_000, check: integer(0) },
+  maxTtlMs: { default: 300_000, check: integer(0) },
+  fallbackTtlMs: { default: 10_000, check: integer(0) },
+  staleTtlMs: { default: 86_400_000, check: integer(0) },
+  errorTtlMs: { default: 1_000, check: integer(0) },
+  queryTimeoutMs: { default: 2_000, check: integer(1) },
+  sweepIntervalMs: { default: 60_000, check: integer(1) },
+  servers: { default: null, check: nullable(servers()) },
+  hostsFile: { default: defaultHostsPath(), check: nullable(string()) },
+}
+
+function createDnsCache (options) {
+  const resolved = resolve('createDnsCache()', spec, options)
+  return build(resolved)
+}
+
+function build (resolved) {
+  if (resolved.minTtlMs > resolved.maxTtlMs) {
+    throw new ERR_IO_HYGIENE_INVALID_OPTION('dns', 'minTtlMs', `at most maxTtlMs (${resolved.maxTtlMs})`, resolved.minTtlMs)
+  }
+  const cache = new DnsCache(resolved, systemLookup)
+  const lookup = createLookup(cache, systemLookup)
+  const promiseLookup = createPromiseLookup(cache, originalOf(dns.promises.lookup))
+  return Object.assign(cache, { lookup, lookupAsync: promiseLookup })
+}
+
+// Replaces dns.lookup and dns.promises.lookup; returns { value, undo }.
+function installDns (resolved) {
+  const cache = build(resolved)
+  const undoLookup = wrap(dns, 'lookup', () => cache.lookup)
+  const undoPromise = wrap(dns.promises, 'lookup', () => cache.lookupAsync)
+  syncBuiltinESMExports()
+  function undo () {
+    // A closed cache passes every call to the original, so a wrapper that
+    // someone else still holds behaves as if we were gone.
+    cache.close()
+    const a = undoLookup()
+    const b = undoPromise()
+    syncBuiltinESMExports()
+    return a && b
+  }
+  return { value: cache, undo }
+}
+
+module.exports = { spec, createDnsCache, installDns }

@@ -1,0 +1,137 @@
+'use strict'
+
+const dns = require('node:dns')
+const { ordered, resultOrder, copyError } = require('./cache')
+
+// Parses dns.lookup's options into a small integer without allocating:
+// bits 0-1 family (0, 4, 6 as 0, 1, 2), bits 2-5 hints, bit 6 all, bits 7-8
+// order (0 = the process default). -1 means "not a form we cache": the call
+// goes to the original dns.lookup untouched, so every error, warning and
+// oddity stays Node's own.
+const VALID_HINTS = dns.ADDRCONFIG | dns.V4MAPPED | dns.ALL
+const FAMILIES = [0, 4, 6]
+
+function parse (options) {
+  if (options === null) return 0
+  if (typeof options === 'number') {
+    return options === 0 ? 0 : options === 4 ? 1 : options === 6 ? 2 : -1
+  }
+  if (typeof options !== 'object') return -1
+  let bits = 0
+  const family = options.family
+  if (family === 4 || family === 'IPv4') bits = 1
+  else if (family === 6 || family === 'IPv6') bits = 2
+  else if (family !== 0 && family != null) return -1
+
+  const hints = options.hints
+  if (hints != null && hints !== 0) {
+    if (!Number.isInteger(hints) || (hints & ~VALID_HINTS) !== 0) return -1
+    bits |= hintsIndex(hints) << 2
+  }
+
+  const all = options.all
+  if (all === true) bits |= 64
+  else if (all != null && all !== false) return -1
+
+  const order = options.order
+  if (order != null) {
+    if (order === 'verbatim') bits |= 1 << 7
+    else if (order === 'ipv4first') bits |= 2 << 7
+    else if (order === 'ipv6first') bits |= 3 << 7
+    else return -1
+  }
+  const verbatim = options.verbatim
+  if (verbatim != null) {
+    if (typeof verbatim !== 'boolean') return -1
+    if (order == null) bits |= (verbatim ? 1 : 2) << 7
+  }
+  return bits
+}
+
+function hintsIndex (hints) {
+  return ((hints & dns.ADDRCONFIG) !== 0 ? 1 : 0) | ((hints & dns.V4MAPPED) !== 0 ? 2 : 0) |
+    ((hints & dns.ALL) !== 0 ? 4 : 0)
+}
+
+function hintsOf (index) {
+  return ((index & 1) !== 0 ? dns.ADDRCONFIG : 0) | ((index & 2) !== 0 ? dns.V4MAPPED : 0) |
+    ((index & 4) !== 0 ? dns.ALL : 0)
+}
+
+// A copy for `all: true` callers: Node gives every caller its own objects, and
+// a caller that sorts or edits its answer must not change the cache's.
+function copyAll (list) {
+  const out = new Array(list.length)
+  for (let i = 0; i < list.length; i++) out[i] = { address: list[i].address, family: list[i].family }
+  return out
+}
+
+// Builds a function with dns.lookup's contract, answered from `cache`.
+function createLookup (cache, original) {
+  function lookup (hostname, options, callback) {
+    let bits
+    if (typeof options === 'function') {
+      callback = options
+      bits = 0
+    } else {
+      bits = parse(options)
+    }
+    if (bits === -1 || typeof hostname !== 'string' || hostname === '' || typeof callback !== 'function') {
+      return original.apply(this, arguments)
+    }
+    const all = (bits & 64) !== 0
+    const order = bits >> 7
+    const handled = cache.query(hostname, FAMILIES[bits & 3], hintsOf((bits >> 2) & 15), (err, entry) => {
+      if (err) return process.nextTick(callback, copyError(err))
+      const list = ordered(entry, resultOrder(order))
+      if (all) process.nextTick(callback, null, copyAll(list))
+      else process.nextTick(callback, null, list[0].address, list[0].family)
+    })
+    if (!handled) return original.apply(this, arguments)
+    return {}
+  }
+  copyOwnSymbols(original, lookup)
+  return lookup
+}
+
+// Builds a function with dns.promises.lookup's contract.
+function createPromiseLookup (cache, original) {
+  function lookup (hostname, options) {
+    const bits = options === undefined ? 0 : parse(options)
+    if (bits === -1 || typeof hostname !== 'string' || hostname === '') {
+      return original.apply(this, arguments)
+    }
+    const all = (bits & 64) !== 0
+    const order = bits >> 7
+    let settle = null
+    let sync = null
+    const handled = cache.query(hostname, FAMILIES[bits & 3], hintsOf((bits >> 2) & 15), (err, entry) => {
+      const value = err ? copyError(err) : shape(entry, all, order)
+      if (settle === null) sync = { err, value }
+      else settle(err, value)
+    })
+    if (!handled) return original.apply(this, arguments)
+    if (sync !== null) return sync.err ? Promise.reject(sync.value) : Promise.resolve(sync.value)
+    return new Promise((resolve, reject) => {
+      settle = (err, value) => err ? reject(value) : resolve(value)
+    })
+  }
+  return lookup
+}
+
+function shape (entry, all, order) {
+  const list = ordered(entry, resultOrder(order))
+  if (all) return copyAll(list)
+  return { address: list[0].address, family: list[0].family }
+}
+
+// dns.lookup carries Node's internal customPromisifyArgs symbol, which is what
+// makes util.promisify(dns.lookup) resolve to { address, family }.
+function copyOwnSymbols (from, to) {
+  for (const symbol of Object.getOwnPropertySymbols(from)) {
+    const descriptor = Object.getOwnPropertyDescriptor(from, symbol)
+    if (!Object.hasOwn(to, symbol)) Object.defineProperty(to, symbol, descriptor)
+  }
+}
+
+module.exports = { createLookup, createPromiseLookup, parse }

@@ -1,0 +1,145 @@
+'use strict'
+
+const dns = require('node:dns')
+const { HostsFile } = require('./hosts')
+
+// Where answers come from. The system resolver (the original dns.lookup,
+// all: true, verbatim) is the source of the answer, so hosts-file precedence,
+// search domains and nsswitch behave exactly as without the cache. A c-ares
+// query beside it supplies the TTL once the answer is known. With `servers`
+// the answer comes from c-ares alone, asking those servers (hosts file first).
+class Upstream {
+  #systemLookup
+  #hosts
+  #resolver = null
+  #servers
+  #queryTimeoutMs
+  #fallbackTtlMs
+  #counters
+
+  constructor ({ servers, queryTimeoutMs, hostsFile, fallbackTtlMs }, systemLookup, counters) {
+    this.#systemLookup = systemLookup
+    this.#servers = servers
+    this.#queryTimeoutMs = queryTimeoutMs
+    this.#fallbackTtlMs = fallbackTtlMs
+    this.#hosts = new HostsFile(hostsFile, fallbackTtlMs)
+    this.#counters = counters
+  }
+
+  // onAnswer(err, addresses) once, with addresses in resolver order; then,
+  // after a successful answer, onTtl(ms, source) once.
+  resolve (hostname, family, hints, onAnswer, onTtl) {
+    if (this.#servers === null) this.#resolveSystem(hostname, family, hints, onAnswer, onTtl)
+    else this.#resolveServers(hostname, family, hints, onAnswer, onTtl)
+  }
+
+  #resolver4 () {
+    if (this.#resolver === null) {
+      this.#resolver = new dns.Resolver({ timeout: this.#queryTimeoutMs, tries: 2 })
+      if (this.#servers !== null) this.#resolver.setServers(this.#servers)
+    }
+    return this.#resolver
+  }
+
+  #resolveSystem (hostname, family, hints, onAnswer, onTtl) {
+    this.#counters.upstreamLookups++
+    this.#systemLookup(hostname, { family, hints, all: true, order: 'verbatim' }, (err, addresses) => {
+      if (err) return onAnswer(err)
+      onAnswer(null, addresses)
+      this.#ttlFor(hostname, addresses, onTtl)
+    })
+  }
+
+  #ttlFor (hostname, addresses, onTtl) {
+    this.#hosts.lookup(hostname, (fromHosts) => {
+      if (fromHosts !== undefined && addresses.some((a) => fromHosts.some((h) => h.address === a.address))) {
+        return onTtl(this.#fallbackTtlMs, 'hosts')
+      }
+      const wanted = new Set()
+      let want4 = false
+      let want6 = false
+      for (const a of addresses) {
+        const v4 = a.family === 6 && a.address.startsWith('::ffff:') && a.address.includes('.')
+          ? a.address.slice(7)
+          : null
+        wanted.add(v4 ?? a.address)
+        if (a.family === 4 || v4 !== null) want4 = true
+        else want6 = true
+      }
+      this.#queryTtl(hostname, want4, want6, (records) => {
+        let ttl = Infinity
+        let matched = false
+        for (const r of records) {
+          if (wanted.has(r.address)) matched = true
+          if (r.ttl < ttl) ttl = r.ttl
+        }
+        if (matched) onTtl(ttl * 1000, 'dns')
+        else onTtl(this.#fallbackTtlMs, 'fallback')
+      })
+    })
+  }
+
+  // callback(records, errors): A and/or AAAA records with TTLs, and errors.
+  #queryTtl (hostname, want4, want6, callback) {
+    const resolver = this.#resolver4()
+    const records = []
+    const errors = []
+    let pending = (want4 ? 1 : 0) + (want6 ? 1 : 0)
+    const done = (family) => (err, list) => {
+      if (err) errors.push(err)
+      else for (const r of list) records.push({ address: r.address, ttl: r.ttl, family })
+      if (--pending === 0) callback(records, errors)
+    }
+    if (want4) {
+      this.#counters.ttlQueries++
+      resolver.resolve4(hostname, { ttl: true }, done(4))
+    }
+    if (want6) {
+      this.#counters.ttlQueries++
+      resolver.resolve6(hostname, { ttl: true }, done(6))
+    }
+  }
+
+  #resolveServers (hostname, family, hints, onAnswer, onTtl) {
+    this.#hosts.lookup(hostname, (fromHosts) => {
+      const local = fromHosts?.filter((a) => family === 0 || a.family === family)
+      if (local !== undefined && local.length > 0) {
+        onAnswer(null, local.map((a) => ({ address: a.address, family: a.family })))
+        return onTtl(this.#fallbackTtlMs, 'hosts')
+      }
+      const mapped = family === 6 && (hints & dns.V4MAPPED) !== 0
+      this.#queryTtl(hostname, family !== 6 || mapped, family !== 4, (records, errors) => {
+        let answer = records.filter((r) => family === 0 || r.family === family)
+        if (answer.length === 0 && mapped) {
+          answer = records.map((r) => ({ address: `::ffff:${r.address}`, family: 6, ttl: r.ttl }))
+        }
+        if (answer.length === 0) return onAnswer(pickError(errors, hostname))
+        let ttl = Infinity
+        for (const r of answer) if (r.ttl < ttl) ttl = r.ttl
+        onAnswer(null, answer.map((r) => ({ address: r.address, family: r.family })))
+        onTtl(ttl * 1000, 'dns')
+      })
+    })
+  }
+}
+
+// A transient error (timeout, SERVFAIL, refused) says more than "no such
+// name", so it wins; both pass through as c-ares made them.
+function pickError (errors, hostname) {
+  const transient = errors.find((e) => !isNotFound(e))
+  if (transient) return transient
+  if (errors.length > 0) return errors[0]
+  const err = new Error(`queryA ENODATA ${hostname}`)
+  err.code = 'ENODATA'
+  err.syscall = 'queryA'
+  err.hostname = hostname
+  return err
+}
+
+// Authoritative "no such name / no such record": the answer is gone, so it
+// replaces a cached answer instead of being ridden out with a stale one.
+function isNotFound (err) {
+  return err.code === 'ENOTFOUND' || err.code === 'ENODATA'
+}
+
+module.exports = { Upstream, isNotFound }

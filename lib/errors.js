@@ -1,0 +1,102 @@
+'use strict'
+
+// Every ERR_IO_HYGIENE_* code lives here, built by one factory so that the
+// README, the types and the tests can check the list against one source.
+const codes = {}
+
+function createError (code, message, Base = Error) {
+  class IoHygieneError extends Base {
+    constructor (...args) {
+      const last = args[args.length - 1]
+      const options = last !== null && typeof last === 'object' && 'cause' in last ? args.pop() : undefined
+      super(typeof message === 'function' ? message(...args) : message, options)
+      this.code = code
+    }
+
+    get name () {
+      return `${Base.name} [${code}]`
+    }
+  }
+  Object.defineProperty(IoHygieneError, 'name', { value: code })
+  codes[code] = IoHygieneError
+  return IoHygieneError
+}
+
+const ERR_IO_HYGIENE_UNKNOWN_OPTION = createError(
+  'ERR_IO_HYGIENE_UNKNOWN_OPTION',
+  (where, key, known) => `${where}: unknown option "${key}" (known options: ${known.join(', ')})`,
+  TypeError
+)
+const ERR_IO_HYGIENE_INVALID_OPTION = createError(
+  'ERR_IO_HYGIENE_INVALID_OPTION',
+  (where, key, expected, value) => `${where}: option "${key}" must be ${expected}, got ${describe(value)}`,
+  TypeError
+)
+const ERR_IO_HYGIENE_OPTION_RANGE = createError(
+  'ERR_IO_HYGIENE_OPTION_RANGE',
+  (where, key, expected, value) => `${where}: option "${key}" must be ${expected}, got ${describe(value)}`,
+  RangeError
+)
+const ERR_IO_HYGIENE_CONFLICTING_OPTIONS = createError(
+  'ERR_IO_HYGIENE_CONFLICTING_OPTIONS',
+  (where, detail) => `${where}: ${detail}`,
+  TypeError
+)
+const ERR_IO_HYGIENE_INVALID_ARGUMENT = createError(
+  'ERR_IO_HYGIENE_INVALID_ARGUMENT',
+  (where, detail) => `${where}: ${detail}`,
+  TypeError
+)
+const ERR_IO_HYGIENE_INVALID_ENV = createError(
+  'ERR_IO_HYGIENE_INVALID_ENV',
+  (name, expected, value) => `environment variable ${name} must be ${expected}, got ${JSON.stringify(value)}`,
+  TypeError
+)
+const ERR_IO_HYGIENE_ALREADY_INSTALLED = createError(
+  'ERR_IO_HYGIENE_ALREADY_INSTALLED',
+  'io-hygiene is already installed with different options; call uninstall() first',
+  Error
+)
+const ERR_IO_HYGIENE_QUEUE_FULL = createError(
+  'ERR_IO_HYGIENE_QUEUE_FULL',
+  (detail) => `queue is full: ${detail}`,
+  Error
+)
+const ERR_IO_HYGIENE_CLOSED = createError(
+  'ERR_IO_HYGIENE_CLOSED',
+  (what) => `${what} is closed`,
+  Error
+)
+const ERR_IO_HYGIENE_TIMEOUT = createError(
+  'ERR_IO_HYGIENE_TIMEOUT',
+  (what, ms) => `${what} did not finish within ${ms} ms`,
+  Error
+)
+const ERR_IO_HYGIENE_DELIVERY_TIMEOUT = createError(
+  'ERR_IO_HYGIENE_DELIVERY_TIMEOUT',
+  (ms) => `not delivered within deliveryTimeoutMs (${ms} ms)`,
+  Error
+)
+
+function describe (value) {
+  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'bigint') return `${value}n`
+  if (value === null || typeof value !== 'object') return String(value)
+  return Array.isArray(value) ? 'an array' : 'an object'
+}
+
+module.exports = {
+  codes,
+  createError,
+  ERR_IO_HYGIENE_UNKNOWN_OPTION,
+  ERR_IO_HYGIENE_INVALID_OPTION,
+  ERR_IO_HYGIENE_OPTION_RANGE,
+  ERR_IO_HYGIENE_CONFLICTING_OPTIONS,
+  ERR_IO_HYGIENE_INVALID_ARGUMENT,
+  ERR_IO_HYGIENE_INVALID_ENV,
+  ERR_IO_HYGIENE_ALREADY_INSTALLED,
+  ERR_IO_HYGIENE_QUEUE_FULL,
+  ERR_IO_HYGIENE_CLOSED,
+  ERR_IO_HYGIENE_TIMEOUT,
+  ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
+}

@@ -1,0 +1,127 @@
+'use strict'
+
+const {
+  ERR_IO_HYGIENE_UNKNOWN_OPTION,
+  ERR_IO_HYGIENE_INVALID_OPTION,
+  ERR_IO_HYGIENE_OPTION_RANGE,
+} = require('./errors')
+
+// Validators: each returns the value it accepts or throws a coded error that
+// names the option. None of them ever replaces a bad value with a default.
+function integer (min = 0, max = Number.MAX_SAFE_INTEGER) {
+  const check = (where, key, value) => {
+    if (typeof value !== 'number' || Number.isNaN(value)) {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a number', value)
+    }
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new ERR_IO_HYGIENE_OPTION_RANGE(where, key, `an integer from ${min} to ${max}`, value)
+    }
+    return value
+  }
+  check.expects = 'integer'
+  return check
+}
+
+function boolean () {
+  const check = (where, key, value) => {
+    if (typeof value !== 'boolean') throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a boolean', value)
+    return value
+  }
+  check.expects = 'boolean'
+  return check
+}
+
+function oneOf (...allowed) {
+  const check = (where, key, value) => {
+    if (!allowed.includes(value)) {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, `one of ${allowed.map(v => JSON.stringify(v)).join(', ')}`, value)
+    }
+    return value
+  }
+  check.expects = allowed.map(v => JSON.stringify(v)).join(' | ')
+  return check
+}
+
+function func () {
+  const check = (where, key, value) => {
+    if (typeof value !== 'function') throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a function', value)
+    return value
+  }
+  check.expects = 'function'
+  return check
+}
+
+function string () {
+  const check = (where, key, value) => {
+    if (typeof value !== 'string' || value === '') throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a non-empty string', value)
+    return value
+  }
+  check.expects = 'string'
+  return check
+}
+
+function stringArray () {
+  const check = (where, key, value) => {
+    if (!Array.isArray(value) || value.length === 0 || value.some(s => typeof s !== 'string' || s === '')) {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a non-empty array of non-empty strings', value)
+    }
+    return Object.freeze([...value])
+  }
+  check.expects = 'string[]'
+  return check
+}
+
+function object () {
+  const check = (where, key, value) => {
+    if (value === null || typeof value !== 'object') throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an object', value)
+    return value
+  }
+  check.expects = 'object'
+  return check
+}
+
+// `null` as a default means "not set": the option is optional and has no value
+// unless the caller gives one.
+function nullable (check) {
+  const wrapped = (where, key, value) => value === null ? null : check(where, key, value)
+  wrapped.expects = `${check.expects} | null`
+  return wrapped
+}
+
+// Resolve `input` against `spec` ({ key: { default, check } }). Unknown keys
+// throw, so that `maxTTL` typed for `maxTtlMs` is caught at the call.
+function resolve (where, spec, input) {
+  if (input === undefined) input = {}
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+    throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'options', 'an object', input)
+  }
+  const known = Object.keys(spec)
+  for (const key of Object.keys(input)) {
+    if (!Object.hasOwn(spec, key)) throw new ERR_IO_HYGIENE_UNKNOWN_OPTION(where, key, known)
+  }
+  const out = {}
+  for (const key of known) {
+    const value = input[key]
+    out[key] = value === undefined ? spec[key].default : spec[key].check(where, key, value)
+  }
+  return Object.freeze(out)
+}
+
+function defaultsOf (spec) {
+  const out = {}
+  for (const key of Object.keys(spec)) out[key] = spec[key].default
+  return Object.freeze(out)
+}
+
+module.exports = {
+  integer,
+  boolean,
+  oneOf,
+  func,
+  string,
+  stringArray,
+  object,
+  nullable,
+  resolve,
+  defaultsOf,
+}

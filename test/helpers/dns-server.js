@@ -1,0 +1,128 @@
+'use strict'
+
+// A real authoritative DNS server over UDP, for tests and benchmarks. Each
+// test sets its records (with TTLs), its failure mode and its delay, and reads
+// how many queries arrived. Names it does not know get NXDOMAIN.
+const dgram = require('node:dgram')
+const packet = require('dns-packet')
+
+class TestDnsServer {
+  #socket = null
+  #records = new Map() // name -> { A: [{ address, ttl }], AAAA: [...] }
+  #pending = new Set()
+  mode = 'answer' // 'answer' | 'refuse' | 'servfail' | 'blackhole' | 'nxdomain'
+  delayMs = 0
+  queries = 0
+  queriesByName = new Map() // `${name} ${type}` -> count
+  address = null
+  port = 0
+
+  // Replace the records of `name`. `a` and `aaaa` are arrays of addresses;
+  // `ttl` is in seconds, as on the wire.
+  set (name, { a = [], aaaa = [], ttl = 60 } = {}) {
+    this.#records.set(name.toLowerCase(), {
+      A: a.map((address) => ({ address, ttl })),
+      AAAA: aaaa.map((address) => ({ address, ttl })),
+    })
+    return this
+  }
+
+  delete (name) {
+    this.#records.delete(name.toLowerCase())
+    return this
+  }
+
+  count (name, type) {
+    if (type) return this.queriesByName.get(`${name.toLowerCase()} ${type}`) ?? 0
+    return (this.queriesByName.get(`${name.toLowerCase()} A`) ?? 0) +
+      (this.queriesByName.get(`${name.toLowerCase()} AAAA`) ?? 0)
+  }
+
+  resetCounts () {
+    this.queries = 0
+    this.queriesByName.clear()
+  }
+
+  listen (port = 0, address = '127.0.0.1') {
+    return new Promise((resolve, reject) => {
+      const socket = dgram.createSocket('udp4')
+      socket.once('error', reject)
+      socket.on('message', (msg, rinfo) => this.#onMessage(msg, rinfo))
+      socket.bind(port, address, () => {
+        socket.off('error', reject)
+        this.#socket = socket
+        this.address = socket.address().address
+        this.port = socket.address().port
+        resolve(this)
+      })
+    })
+  }
+
+  // `host:port` for dns.Resolver#setServers.
+  get server () {
+    return `${this.address}:${this.port}`
+  }
+
+  close () {
+    for (const timer of this.#pending) clearTimeout(timer)
+    this.#pending.clear()
+    if (!this.#socket) return Promise.resolve()
+    const socket = this.#socket
+    this.#socket = null
+    return new Promise((resolve) => socket.close(resolve))
+  }
+
+  #onMessage (msg, rinfo) {
+    let query
+    try {
+      query = packet.decode(msg)
+    } catch {
+      return
+    }
+    const question = query.questions[0]
+    if (!question) return
+    this.queries++
+    const key = `${question.name.toLowerCase()} ${question.type}`
+    this.queriesByName.set(key, (this.queriesByName.get(key) ?? 0) + 1)
+    if (this.mode === 'blackhole') return
+    const reply = this.#answer(query, question)
+    const send = () => {
+      if (this.#socket) this.#socket.send(reply, rinfo.port, rinfo.address)
+    }
+    if (this.delayMs > 0) {
+      const timer = setTimeout(() => {
+        this.#pending.delete(timer)
+        send()
+      }, this.delayMs)
+      this.#pending.add(timer)
+    } else {
+      send()
+    }
+  }
+
+  #answer (query, question) {
+    const response = {
+      id: query.id,
+      type: 'response',
+      flags: packet.AUTHORITATIVE_ANSWER | (query.flags & packet.RECURSION_DESIRED) | packet.RECURSION_AVAILABLE,
+      questions: [question],
+      answers: [],
+    }
+    if (this.mode === 'refuse') return packet.encode({ ...response, flags: response.flags | 5 })
+    if (this.mode === 'servfail') return packet.encode({ ...response, flags: response.flags | 2 })
+    const record = this.#records.get(question.name.toLowerCase())
+    if (!record || this.mode === 'nxdomain') return packet.encode({ ...response, flags: response.flags | 3 })
+    const rrs = record[question.type] ?? []
+    response.answers = rrs.map(({ address, ttl }) => ({
+      name: question.name, type: question.type, class: 'IN', ttl, data: address,
+    }))
+    return packet.encode(response)
+  }
+}
+
+async function startDnsServer (options) {
+  const server = new TestDnsServer()
+  return server.listen(options?.port, options?.address)
+}
+
+module.exports = { TestDnsServer, startDnsServer }
