@@ -1,0 +1,357 @@
+'use strict'
+
+// A real single-node Apache Kafka (KRaft, broker+controller) on loopback, for
+// tests and benchmarks. The jars come from Maven Central through test/kafka/pom.xml
+// and are cached under .cache/ (git-ignored), so a fresh machine needs only
+// Java 17 and Maven. Usage:
+//
+//   const broker = await startKafka()       // { brokers: ['127.0.0.1:PORT'], pid, ... }
+//   await broker.stop()                     // SIGTERM, SIGKILL after a deadline
+//   await broker.start()                    // same port, same data: a restart
+//   await broker.close()                    // stop and remove the data folder
+//
+// `node test/helpers/kafka-broker.js --fetch` only downloads the jars (for CI).
+const { spawn, execFile } = require('node:child_process')
+const crypto = require('node:crypto')
+const fs = require('node:fs')
+const net = require('node:net')
+const os = require('node:os')
+const path = require('node:path')
+const { setTimeout: sleep } = require('node:timers/promises')
+
+const root = path.resolve(__dirname, '..', '..')
+const pom = path.join(root, 'test', 'kafka', 'pom.xml')
+const cacheDir = path.join(root, '.cache')
+
+// The classpath file is keyed by the pom's content, so editing the pom
+// (another Kafka version) fetches again instead of running stale jars.
+function classpathFile () {
+  const hash = crypto.createHash('sha256').update(fs.readFileSync(pom)).digest('hex').slice(0, 12)
+  return path.join(cacheDir, `kafka-classpath-${hash}.txt`)
+}
+
+function readClasspath (file) {
+  let text
+  try {
+    text = fs.readFileSync(file, 'utf8').trim()
+  } catch {
+    return null
+  }
+  const jars = text.split(path.delimiter).filter(Boolean)
+  if (jars.length === 0 || !jars.every((jar) => fs.existsSync(jar))) return null
+  return jars.join(path.delimiter)
+}
+
+let fetching = null
+// Downloads Kafka and its dependencies into .cache/m2 (never ~/.m2) and returns
+// the classpath. Cached: the second call does not start Maven.
+function fetchKafka ({ log = () => {} } = {}) {
+  const file = classpathFile()
+  const cached = readClasspath(file)
+  if (cached) return Promise.resolve(cached)
+  if (fetching) return fetching
+  fs.mkdirSync(cacheDir, { recursive: true })
+  const tmp = `${file}.${process.pid}.tmp`
+  const args = [
+    '-q', '-B', '-f', pom,
+    `-Dmaven.repo.local=${path.join(cacheDir, 'm2')}`,
+    'dependency:build-classpath',
+    `-Dmdep.outputFile=${tmp}`,
+  ]
+  log(`fetching Kafka jars: mvn ${args.join(' ')}`)
+  fetching = new Promise((resolve, reject) => {
+    execFile('mvn', args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      fetching = null
+      if (error) {
+        error.message += `\n${stdout}\n${stderr}`
+        return reject(error)
+      }
+      fs.renameSync(tmp, file)
+      const classpath = readClasspath(file)
+      if (!classpath) return reject(new Error(`mvn wrote no usable classpath to ${file}`))
+      resolve(classpath)
+    })
+  })
+  return fetching
+}
+
+function freePort () {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.unref()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+function canConnect (port) {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port })
+    socket.setTimeout(1000)
+    const done = (ok) => { socket.destroy(); resolve(ok) }
+    socket.once('connect', () => done(true))
+    socket.once('error', () => done(false))
+    socket.once('timeout', () => done(false))
+  })
+}
+
+function javaBin () {
+  return process.env.JAVA_HOME ? path.join(process.env.JAVA_HOME, 'bin', 'java') : 'java'
+}
+
+// Kafka's cluster ids are 16 random bytes in unpadded base64url (22 chars).
+function clusterId () {
+  return crypto.randomBytes(16).toString('base64url')
+}
+
+function serverProperties ({ port, controllerPort, logDir, partitions }) {
+  return [
+    'process.roles=broker,controller',
+    'node.id=1',
+    `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
+    `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
+    `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
+    'controller.listener.names=CONTROLLER',
+    'inter.broker.listener.name=PLAINTEXT',
+    'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    `log.dirs=${logDir}`,
+    // One node: every internal topic has one replica, and few partitions so
+    // that the first consumer group and the first transaction start quickly.
+    `num.partitions=${partitions}`,
+    'default.replication.factor=1',
+    'min.insync.replicas=1',
+    'offsets.topic.replication.factor=1',
+    'offsets.topic.num.partitions=1',
+    'transaction.state.log.replication.factor=1',
+    'transaction.state.log.min.isr=1',
+    'transaction.state.log.num.partitions=1',
+    'auto.create.topics.enable=true',
+    'group.initial.rebalance.delay.ms=0',
+    // Small segments and few threads: a test broker on a 2-core machine.
+    'log.segment.bytes=16777216',
+    'log.retention.check.interval.ms=300000',
+    'num.network.threads=2',
+    'num.io.threads=2',
+    'num.recovery.threads.per.data.dir=1',
+    'log.flush.interval.messages=9223372036854775807',
+    // Restarts in tests: give up quickly on a controlled shutdown.
+    'controlled.shutdown.enable=true',
+    'controlled.shutdown.max.retries=1',
+    'shutdown.timeout.ms=5000',
+    '',
+  ].join('\n')
+}
+
+class KafkaBroker {
+  #classpath
+  #dir
+  #ownDir
+  #child = null
+  #exited = null
+  #logStream = null
+  port = 0
+  controllerPort = 0
+  heapMb
+
+  constructor ({ classpath, dir, ownDir, heapMb }) {
+    this.#classpath = classpath
+    this.#dir = dir
+    this.#ownDir = ownDir
+    this.heapMb = heapMb
+  }
+
+  get brokers () {
+    return [`127.0.0.1:${this.port}`]
+  }
+
+  get pid () {
+    return this.#child?.pid ?? null
+  }
+
+  get running () {
+    return this.#child !== null
+  }
+
+  get dir () {
+    return this.#dir
+  }
+
+  get logFile () {
+    return path.join(this.#dir, 'broker.log')
+  }
+
+  async init ({ partitions }) {
+    this.port = await freePort()
+    this.controllerPort = await freePort()
+    while (this.controllerPort === this.port) this.controllerPort = await freePort()
+    const config = path.join(this.#dir, 'server.properties')
+    fs.writeFileSync(config, serverProperties({
+      port: this.port,
+      controllerPort: this.controllerPort,
+      logDir: path.join(this.#dir, 'data'),
+      partitions,
+    }))
+    await this.#java(['kafka.tools.StorageTool', 'format', '-t', clusterId(), '-c', config, '--ignore-formatted'])
+  }
+
+  #javaArgs (main) {
+    return [
+      `-Xmx${this.heapMb}m`, `-Xms${Math.min(this.heapMb, 256)}m`,
+      '-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20',
+      '-Djava.awt.headless=true',
+      '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
+      '-Dorg.slf4j.simpleLogger.showDateTime=true',
+      '-cp', this.#classpath,
+      main,
+    ]
+  }
+
+  #java (args) {
+    const [main, ...rest] = args
+    return new Promise((resolve, reject) => {
+      execFile(javaBin(), [...this.#javaArgs(main), ...rest], { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+        if (error) {
+          error.message += `\n${stdout}\n${stderr}`
+          return reject(error)
+        }
+        resolve(stdout)
+      })
+    })
+  }
+
+  // Starts the broker (again) on the same ports and data, and resolves once
+  // it answers a kafkajs admin request.
+  async start ({ timeoutMs = 90_000 } = {}) {
+    if (this.#child) return this
+    this.#logStream = fs.openSync(this.logFile, 'a')
+    const child = spawn(javaBin(), [...this.#javaArgs('kafka.Kafka'), path.join(this.#dir, 'server.properties')], {
+      stdio: ['ignore', this.#logStream, this.#logStream],
+    })
+    this.#child = child
+    this.#exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+    this.#exited.then(() => {
+      if (this.#child === child) this.#child = null
+      fs.closeSync(this.#logStream)
+    })
+    const deadline = Date.now() + timeoutMs
+    let ready = false
+    let lastError = null
+    while (Date.now() < deadline) {
+      if (this.#child !== child) break
+      if (await canConnect(this.port)) {
+        try {
+          await this.#probe()
+          ready = true
+          break
+        } catch (error) {
+          lastError = error
+        }
+      }
+      await sleep(250)
+    }
+    if (!ready) {
+      await this.kill()
+      const tail = fs.readFileSync(this.logFile, 'utf8').slice(-4000)
+      throw new Error(`Kafka did not start within ${timeoutMs} ms (${lastError?.message ?? 'no answer'}); log tail:\n${tail}`)
+    }
+    return this
+  }
+
+  async #probe () {
+    const { Kafka, logLevel } = require('kafkajs')
+    const admin = new Kafka({
+      clientId: 'kafka-broker-probe',
+      brokers: this.brokers,
+      logLevel: logLevel.NOTHING,
+      retry: { retries: 0 },
+      connectionTimeout: 1000,
+    }).admin()
+    try {
+      await admin.connect()
+      await admin.listTopics()
+    } finally {
+      await admin.disconnect()
+    }
+  }
+
+  // SIGTERM (a clean shutdown keeps the data consistent for a restart), then
+  // SIGKILL if the broker is still there after `timeoutMs`.
+  async stop ({ timeoutMs = 15_000 } = {}) {
+    const child = this.#child
+    if (!child) return
+    child.kill('SIGTERM')
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs)
+    await this.#exited
+    clearTimeout(timer)
+  }
+
+  async kill () {
+    const child = this.#child
+    if (!child) return
+    child.kill('SIGKILL')
+    await this.#exited
+  }
+
+  async restart (options) {
+    await this.stop(options)
+    return this.start(options)
+  }
+
+  // Stops the broker and removes the data folder if we created it.
+  async close () {
+    await this.stop()
+    if (this.#ownDir) fs.rmSync(this.#dir, { recursive: true, force: true })
+  }
+}
+
+const live = new Set()
+process.once('exit', () => {
+  // Last resort so that a crashed test run leaves no broker behind.
+  for (const broker of live) if (broker.pid) try { process.kill(broker.pid, 'SIGKILL') } catch {}
+})
+
+async function startKafka ({ dir, heapMb = 512, partitions = 1, timeoutMs } = {}) {
+  const classpath = await fetchKafka()
+  const ownDir = !dir
+  dir = dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafka-'))
+  fs.mkdirSync(dir, { recursive: true })
+  const broker = new KafkaBroker({ classpath, dir, ownDir, heapMb })
+  await broker.init({ partitions })
+  live.add(broker)
+  const close = broker.close.bind(broker)
+  broker.close = async () => {
+    await close()
+    live.delete(broker)
+  }
+  await broker.start({ timeoutMs })
+  return broker
+}
+
+module.exports = { startKafka, fetchKafka }
+
+if (require.main === module) {
+  const args = process.argv.slice(2)
+  const started = Date.now()
+  if (args.includes('--fetch')) {
+    fetchKafka({ log: (line) => process.stderr.write(line + '\n') }).then((classpath) => {
+      process.stdout.write(`Kafka classpath ready (${classpath.split(path.delimiter).length} jars, ${Date.now() - started} ms)\n`)
+    }, (error) => {
+      process.stderr.write(error.stack + '\n')
+      process.exitCode = 1
+    })
+  } else {
+    // `node test/helpers/kafka-broker.js` runs a broker until Ctrl-C.
+    startKafka().then((broker) => {
+      process.stdout.write(`Kafka on ${broker.brokers[0]} (pid ${broker.pid}, ${Date.now() - started} ms, log ${broker.logFile})\n`)
+      const stop = () => broker.close().then(() => process.exit(0))
+      process.once('SIGINT', stop)
+      process.once('SIGTERM', stop)
+    }, (error) => {
+      process.stderr.write(error.stack + '\n')
+      process.exitCode = 1
+    })
+  }
+}
