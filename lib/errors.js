@@ -77,6 +77,16 @@ const ERR_IO_HYGIENE_DELIVERY_TIMEOUT = createError(
   (ms) => `not delivered within deliveryTimeoutMs (${ms} ms)`,
   Error
 )
+const ERR_IO_HYGIENE_ITEM_TOO_LARGE = createError(
+  'ERR_IO_HYGIENE_ITEM_TOO_LARGE',
+  (what, bytes, max) => `${what}: an item of ${bytes} bytes can never fit in a batch of maxBatchBytes ${max}`,
+  RangeError
+)
+const ERR_IO_HYGIENE_INVALID_RESULT = createError(
+  'ERR_IO_HYGIENE_INVALID_RESULT',
+  (what, detail) => `${what}: ${detail}`,
+  TypeError
+)
 
 function describe (value) {
   if (typeof value === 'string') return JSON.stringify(value)
@@ -99,4 +109,6 @@ module.exports = {
   ERR_IO_HYGIENE_CLOSED,
   ERR_IO_HYGIENE_TIMEOUT,
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
+  ERR_IO_HYGIENE_ITEM_TOO_LARGE,
+  ERR_IO_HYGIENE_INVALID_RESULT,
 }

@@ -109,4 +109,4 @@ function sameOptions (a, b) {
   return true
 }
 
-module.exports = { install, uninstall, installed, validate }
+module.exports = { install, uninstall, installed, validate, modules }

@@ -3,12 +3,17 @@
 // Wrap a property of an object we do not own. The returned undo() restores the
 // original only while the property still holds our wrapper: if someone patched
 // it after us, undoing would silently drop their wrapper too.
-const kOriginal = Symbol.for('io-hygiene.original.v1')
+//
+// Wrappers are remembered in a WeakMap shared through globalThis (so a second
+// copy of io-hygiene finds the first's), not in a property: a patched function
+// must look like the original, down to its own symbols.
+const kOriginals = Symbol.for('io-hygiene.originals.v1')
+const originals = globalThis[kOriginals] ??= new WeakMap()
 
 function wrap (target, name, makeWrapper) {
   const original = target[name]
   const wrapper = makeWrapper(original)
-  Object.defineProperty(wrapper, kOriginal, { value: original })
+  originals.set(wrapper, original)
   target[name] = wrapper
   let undone = false
   return function undo () {
@@ -21,8 +26,8 @@ function wrap (target, name, makeWrapper) {
 }
 
 function originalOf (fn) {
-  while (typeof fn === 'function' && fn[kOriginal]) fn = fn[kOriginal]
+  while (originals.has(fn)) fn = originals.get(fn)
   return fn
 }
 
-module.exports = { wrap, originalOf, kOriginal }
+module.exports = { wrap, originalOf }

@@ -4,6 +4,7 @@ const dns = require('node:dns')
 const { isIP } = require('node:net')
 const { LRUCache } = require('lru-cache')
 const { Upstream, isNotFound } = require('./resolve')
+const { Expiry } = require('./expiry')
 const { channels } = require('../diagnostics')
 
 // Orders, as Node names them; index 0 is "the process default".
@@ -14,10 +15,12 @@ const SLOTS = 24 // 3 families x 8 hint combinations
 
 // One cached answer (or error) for one (hostname, family, hints).
 class Entry {
+  fresh = false // answer is within its TTL (kept by Expiry, no clock read)
+  generation = 0
   answer = null // [{ address, family }] in resolver order
   ordered = [null, null, null, null] // answer per order, built on first use
   error = null
-  expiresAt = 0
+  errorUntil = 0 // a cached error is served until then
   staleUntil = 0
   refreshing = false
   retryAt = 0
@@ -29,6 +32,7 @@ class DnsCache {
   #upstream
   #options
   #timer = null
+  #expiry = new Expiry()
   #closed = false
   #counters = {
     hits: 0,
@@ -56,68 +60,72 @@ class DnsCache {
     return this.#closed
   }
 
-  // The core: answer (hostname, family, hints) and call reply(err, entry),
+  // The hot path: the fresh entry of (hostname, slot), or undefined.
+  hit (hostname, slot) {
+    const record = this.#lru.get(hostname)
+    if (record === undefined) return undefined
+    const entry = record[slot]
+    if (entry === undefined || entry.fresh !== true) return undefined
+    this.#counters.hits++
+    if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'hit', null)
+    return entry
+  }
+
+  // Everything else: answer (hostname, slot) and call reply(err, entry),
   // synchronously from the cache or later from upstream; the caller owns
   // asynchrony and shaping. Returns false, without calling reply, for what the
   // cache does not take (IP literals, a closed cache).
-  query (hostname, family, hints, reply) {
+  query (hostname, slot, reply) {
     if (this.#closed) return false
-    const slot = slotOf(family, hints)
     let record = this.#lru.get(hostname)
-    if (record !== undefined) {
-      const entry = record[slot]
-      if (entry !== undefined && entry.answer !== null && performance.now() < entry.expiresAt) {
-        this.#counters.hits++
-        if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'hit', null)
-        reply(null, entry)
-        return true
-      }
-    } else {
+    if (record === undefined) {
       if (isIP(hostname) !== 0) return false
       record = new Array(SLOTS)
       this.#lru.set(hostname, record)
     }
-    this.#slow(hostname, family, hints, record, slot, reply)
+    this.#slow(hostname, record, slot, reply)
     return true
   }
 
-  #slow (hostname, family, hints, record, slot, reply) {
+  #slow (hostname, record, slot, reply) {
     const now = performance.now()
     let entry = record[slot]
     if (entry === undefined) entry = record[slot] = new Entry()
     if (entry.waiters !== null) {
       this.#counters.coalesced++
-      if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'coalesced', null)
+      if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'coalesced', null)
       entry.waiters.push(reply)
       return
     }
     if (entry.answer !== null) {
-      if (now < entry.expiresAt) {
+      if (entry.fresh === true) {
         this.#counters.hits++
-        if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'hit', null)
+        if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'hit', null)
         return reply(null, entry)
       }
       if (now < entry.staleUntil) {
         this.#counters.staleServed++
-        if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'stale', null)
-        if (!entry.refreshing && now >= entry.retryAt) this.#fetch(hostname, family, hints, entry)
+        if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'stale', null)
+        if (!entry.refreshing && now >= entry.retryAt) this.#fetch(hostname, slot, entry)
         return reply(null, entry)
       }
       entry.answer = null
     }
-    if (entry.error !== null && now < entry.expiresAt) {
+    if (entry.error !== null && now < entry.errorUntil) {
       this.#counters.negativeHits++
-      if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'negative', entry.error)
+      if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'negative', entry.error)
       return reply(entry.error, null)
     }
     this.#counters.misses++
-    if (channels.dnsLookup.hasSubscribers) publish(hostname, family, hints, 'miss', null)
+    if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'miss', null)
     entry.error = null
     entry.waiters = [reply]
-    this.#fetch(hostname, family, hints, entry)
+    this.#fetch(hostname, slot, entry)
   }
 
-  #fetch (hostname, family, hints, entry) {
+  #fetch (hostname, slot, entry) {
+    const family = FAMILY_OF_SLOT[slot >> 3]
+    const hints = hintsOf(slot & 7)
     const options = this.#options
     const refresh = entry.answer !== null
     if (refresh) this.#counters.refreshes++
@@ -132,16 +140,18 @@ class DnsCache {
           // Serve-stale (RFC 8767): keep the last good answer, retry later.
           entry.retryAt = now + options.errorTtlMs
         } else {
+          this.#expiry.cancel(entry)
           entry.answer = null
           entry.error = err
-          entry.expiresAt = now + options.errorTtlMs
+          entry.errorUntil = now + options.errorTtlMs
         }
       } else {
         entry.answer = addresses
         entry.ordered = [null, null, null, null]
         entry.error = null
         // Fresh until the TTL query answers (it is bounded by queryTimeoutMs).
-        entry.expiresAt = Infinity
+        this.#expiry.cancel(entry)
+        entry.fresh = true
         entry.staleUntil = Infinity
       }
       if (channels.dnsRefresh.hasSubscribers && refresh) channels.dnsRefresh.publish({ hostname, family, hints, error: err })
@@ -157,8 +167,11 @@ class DnsCache {
       let ttl = ttlMs
       if (source === 'dns') ttl = Math.min(Math.max(ttlMs, options.minTtlMs), options.maxTtlMs)
       else this.#counters.fallbacks++
-      entry.expiresAt = performance.now() + ttl
-      entry.staleUntil = entry.expiresAt + options.staleTtlMs
+      const at = performance.now() + ttl
+      entry.staleUntil = at + options.staleTtlMs
+      if (entry.answer === null) return
+      if (ttl > 0) this.#expiry.schedule(entry, at)
+      else this.#expiry.cancel(entry)
     })
   }
 
@@ -172,7 +185,7 @@ class DnsCache {
         if (entry === undefined) continue
         const keep = entry.waiters !== null || entry.refreshing ||
           (entry.answer !== null && now < entry.staleUntil) ||
-          (entry.error !== null && now < entry.expiresAt)
+          (entry.error !== null && now < entry.errorUntil)
         if (keep) live = true
         else record[i] = undefined
       }
@@ -192,12 +205,13 @@ class DnsCache {
 
   clear () {
     this.#lru.clear()
+    this.#expiry.clear()
   }
 
   close () {
     this.#closed = true
     clearInterval(this.#timer)
-    this.#lru.clear()
+    this.clear()
   }
 }
 
@@ -221,14 +235,16 @@ function resultOrder (code) {
   return name === 'ipv4first' ? ORDER_IPV4FIRST : name === 'ipv6first' ? ORDER_IPV6FIRST : ORDER_VERBATIM
 }
 
-function slotOf (family, hints) {
-  const f = family === 0 ? 0 : family === 4 ? 8 : 16
-  return f + ((hints & dns.ADDRCONFIG) !== 0 ? 1 : 0) + ((hints & dns.V4MAPPED) !== 0 ? 2 : 0) +
-    ((hints & dns.ALL) !== 0 ? 4 : 0)
+// A slot is family index * 8 + hints index: (0|4|6) x (ADDRCONFIG, V4MAPPED, ALL).
+const FAMILY_OF_SLOT = [0, 4, 6]
+
+function hintsOf (index) {
+  return ((index & 1) !== 0 ? dns.ADDRCONFIG : 0) | ((index & 2) !== 0 ? dns.V4MAPPED : 0) |
+    ((index & 4) !== 0 ? dns.ALL : 0)
 }
 
-function publish (hostname, family, hints, source, error) {
-  channels.dnsLookup.publish({ hostname, family, hints, source, error })
+function publish (hostname, slot, source, error) {
+  channels.dnsLookup.publish({ hostname, family: FAMILY_OF_SLOT[slot >> 3], hints: hintsOf(slot & 7), source, error })
 }
 
 // Node creates a new error for every failed lookup; so do we, with the same

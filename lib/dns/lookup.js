@@ -4,29 +4,30 @@ const dns = require('node:dns')
 const { ordered, resultOrder, copyError } = require('./cache')
 
 // Parses dns.lookup's options into a small integer without allocating:
-// bits 0-1 family (0, 4, 6 as 0, 1, 2), bits 2-5 hints, bit 6 all, bits 7-8
-// order (0 = the process default). -1 means "not a form we cache": the call
+// bits 0-4 the cache slot (family index * 8 + hints index), bit 6 all, bits
+// 7-8 order (0 = the process default). -1 means "not a form we cache": the call
 // goes to the original dns.lookup untouched, so every error, warning and
 // oddity stays Node's own.
 const VALID_HINTS = dns.ADDRCONFIG | dns.V4MAPPED | dns.ALL
-const FAMILIES = [0, 4, 6]
 
-function parse (options) {
+// `names`: whether family may be 'IPv4' / 'IPv6' (dns.lookup takes them,
+// dns.promises.lookup does not).
+function parse (options, names) {
   if (options === null) return 0
   if (typeof options === 'number') {
-    return options === 0 ? 0 : options === 4 ? 1 : options === 6 ? 2 : -1
+    return options === 0 ? 0 : options === 4 ? 8 : options === 6 ? 16 : -1
   }
   if (typeof options !== 'object') return -1
   let bits = 0
   const family = options.family
-  if (family === 4 || family === 'IPv4') bits = 1
-  else if (family === 6 || family === 'IPv6') bits = 2
+  if (family === 4 || (names && family === 'IPv4')) bits = 8
+  else if (family === 6 || (names && family === 'IPv6')) bits = 16
   else if (family !== 0 && family != null) return -1
 
   const hints = options.hints
   if (hints != null && hints !== 0) {
     if (!Number.isInteger(hints) || (hints & ~VALID_HINTS) !== 0) return -1
-    bits |= hintsIndex(hints) << 2
+    bits |= hintsIndex(hints)
   }
 
   const all = options.all
@@ -53,11 +54,6 @@ function hintsIndex (hints) {
     ((hints & dns.ALL) !== 0 ? 4 : 0)
 }
 
-function hintsOf (index) {
-  return ((index & 1) !== 0 ? dns.ADDRCONFIG : 0) | ((index & 2) !== 0 ? dns.V4MAPPED : 0) |
-    ((index & 4) !== 0 ? dns.ALL : 0)
-}
-
 // A copy for `all: true` callers: Node gives every caller its own objects, and
 // a caller that sorts or edits its answer must not change the cache's.
 function copyAll (list) {
@@ -74,18 +70,22 @@ function createLookup (cache, original) {
       callback = options
       bits = 0
     } else {
-      bits = parse(options)
+      bits = parse(options, true)
     }
     if (bits === -1 || typeof hostname !== 'string' || hostname === '' || typeof callback !== 'function') {
       return original.apply(this, arguments)
     }
+    const slot = bits & 31
     const all = (bits & 64) !== 0
     const order = bits >> 7
-    const handled = cache.query(hostname, FAMILIES[bits & 3], hintsOf((bits >> 2) & 15), (err, entry) => {
-      if (err) return process.nextTick(callback, copyError(err))
-      const list = ordered(entry, resultOrder(order))
-      if (all) process.nextTick(callback, null, copyAll(list))
-      else process.nextTick(callback, null, list[0].address, list[0].family)
+    const entry = cache.hit(hostname, slot)
+    if (entry !== undefined) {
+      reply(callback, entry, all, order)
+      return {}
+    }
+    const handled = cache.query(hostname, slot, (err, entry) => {
+      if (err) process.nextTick(callback, copyError(err))
+      else reply(callback, entry, all, order)
     })
     if (!handled) return original.apply(this, arguments)
     return {}
@@ -97,15 +97,18 @@ function createLookup (cache, original) {
 // Builds a function with dns.promises.lookup's contract.
 function createPromiseLookup (cache, original) {
   function lookup (hostname, options) {
-    const bits = options === undefined ? 0 : parse(options)
+    const bits = options === undefined ? 0 : parse(options, false)
     if (bits === -1 || typeof hostname !== 'string' || hostname === '') {
       return original.apply(this, arguments)
     }
+    const slot = bits & 31
     const all = (bits & 64) !== 0
     const order = bits >> 7
+    const entry = cache.hit(hostname, slot)
+    if (entry !== undefined) return Promise.resolve(shape(entry, all, order))
     let settle = null
     let sync = null
-    const handled = cache.query(hostname, FAMILIES[bits & 3], hintsOf((bits >> 2) & 15), (err, entry) => {
+    const handled = cache.query(hostname, slot, (err, entry) => {
       const value = err ? copyError(err) : shape(entry, all, order)
       if (settle === null) sync = { err, value }
       else settle(err, value)
@@ -117,6 +120,12 @@ function createPromiseLookup (cache, original) {
     })
   }
   return lookup
+}
+
+function reply (callback, entry, all, order) {
+  const list = ordered(entry, resultOrder(order))
+  if (all) process.nextTick(callback, null, copyAll(list))
+  else process.nextTick(callback, null, list[0].address, list[0].family)
 }
 
 function shape (entry, all, order) {

@@ -1,0 +1,747 @@
+'use strict'
+
+// The transport-agnostic batcher. Contract (lib/kafka.js and lib/statsd.js
+// build on it; keep this comment true):
+//
+//   const b = createBatcher({ send, ...options })   // validates every option, throws coded errors
+//
+//   send(items, { group, attempt }) -> Promise<results[] | undefined>
+//     The sink. `items` is a fresh array in push order; all share one `group`
+//     (the value of groupOf(), or undefined). `attempt` starts at 1 and grows
+//     on each retry of the same batch (a retry resends the same items, minus
+//     any that expired, before anything pushed after them). Resolve with an
+//     array (results[i] settles items[i]'s push) or with undefined (every push
+//     resolves with undefined); anything else rejects the batch with
+//     ERR_IO_HYGIENE_INVALID_RESULT. Throw/reject to fail the whole batch:
+//     it is retried after a backoff while isRetriable(err) is true and the
+//     item is younger than deliveryTimeoutMs; otherwise each push rejects with
+//     `err` itself (not wrapped) or, past its deadline, with
+//     ERR_IO_HYGIENE_DELIVERY_TIMEOUT whose `cause` is the last error.
+//
+//   b.push(item) -> Promise<result>
+//     Never throws: bad input, a full queue, a closed batcher all reject at
+//     once with a coded error (INVALID_ARGUMENT, ITEM_TOO_LARGE, QUEUE_FULL,
+//     CLOSED) or with what sizeOf/groupOf threw. Every accepted push settles:
+//     acknowledged, or rejected by the rules above, or by close()'s deadline
+//     (ERR_IO_HYGIENE_TIMEOUT). An item still in flight at its deadline is
+//     rejected then, so no caller outlives deliveryTimeoutMs; the sink's own
+//     request timeout should be shorter, or the item may land after all.
+//   b.flush({ timeoutMs }) -> Promise<void>
+//     Sends everything pushed so far without lingering and resolves when all
+//     of it has settled (each push reports its own outcome). On timeoutMs it
+//     rejects with ERR_IO_HYGIENE_TIMEOUT and the items carry on.
+//   b.close({ timeoutMs }) -> Promise<void>
+//     Later pushes reject with ERR_IO_HYGIENE_CLOSED; everything held is
+//     flushed. At timeoutMs whatever has not settled is rejected with
+//     ERR_IO_HYGIENE_TIMEOUT and close() rejects with one too. Idempotent.
+//   b.stats() -> counters (see stats()), b.closed, b.name
+//
+// Order: a group has at most one batch in flight or waiting to retry, so
+// pushes of one group reach the sink in push order, also across retries.
+// `concurrency` bounds batches in flight over all groups; above 1 it needs
+// groupOf (otherwise there is one group and it would be ignored).
+// Timers: one unref'd timer per batcher drives linger, retry backoff, item
+// deadlines and overflow waits; it is ref'd only while someone awaits flush()
+// or close(), and their own deadlines are ref'd timers.
+const { channels } = require('./diagnostics')
+const { integer, boolean, oneOf, func, string, nullable, resolve } = require('./options')
+const {
+  ERR_IO_HYGIENE_INVALID_OPTION,
+  ERR_IO_HYGIENE_CONFLICTING_OPTIONS,
+  ERR_IO_HYGIENE_INVALID_ARGUMENT,
+  ERR_IO_HYGIENE_QUEUE_FULL,
+  ERR_IO_HYGIENE_CLOSED,
+  ERR_IO_HYGIENE_TIMEOUT,
+  ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
+  ERR_IO_HYGIENE_ITEM_TOO_LARGE,
+  ERR_IO_HYGIENE_INVALID_RESULT,
+} = require('./errors')
+
+// setTimeout turns anything larger into 1 ms.
+const MAX_TIMER_MS = 2_147_483_647
+const ms = (min) => integer(min, MAX_TIMER_MS)
+
+// Upper bounds (ms) of the flush latency histogram; the last bucket is open.
+const FLUSH_LATENCY_BUCKETS_MS = Object.freeze([1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, Infinity])
+
+// Defaults, and why, are in the README's batch table; a test keeps the two equal.
+const spec = {
+  send: { default: null, check: nullable(func()) },
+  name: { default: 'batch', check: string() },
+  flushIntervalMs: { default: 5, check: ms(0) },
+  maxBatchItems: { default: 500, check: integer(1) },
+  maxBatchBytes: { default: 1_000_000, check: integer(1) },
+  maxQueuedItems: { default: 100_000, check: integer(1) },
+  maxQueuedBytes: { default: 33_554_432, check: integer(1) },
+  overflow: { default: 'wait', check: oneOf('wait', 'reject') },
+  maxWaitMs: { default: 60_000, check: ms(0) },
+  concurrency: { default: 1, check: integer(1, 1_000) },
+  deliveryTimeoutMs: { default: 120_000, check: ms(1) },
+  retryBackoffMs: { default: 100, check: ms(0) },
+  maxRetryBackoffMs: { default: 1_000, check: ms(0) },
+  flushWhenIdle: { default: true, check: boolean() },
+  flushOnSignals: { default: false, check: boolean() },
+  shutdownTimeoutMs: { default: 10_000, check: ms(0) },
+  sizeOf: { default: sizeOfBytes, check: func() },
+  groupOf: { default: null, check: nullable(func()) },
+  isRetriable: { default: isRetriableFlag, check: func() },
+}
+
+const waitSpec = { timeoutMs: { default: null, check: nullable(ms(0)) } }
+
+// Strings, Buffers and typed arrays measure themselves; anything else needs
+// a sizeOf, or the byte caps would be fiction.
+function sizeOfBytes (item) {
+  if (typeof item === 'string') return Buffer.byteLength(item)
+  if (ArrayBuffer.isView(item) || item instanceof ArrayBuffer) return item.byteLength
+  throw new ERR_IO_HYGIENE_INVALID_ARGUMENT('batcher.push()', 'the default sizeOf measures strings, Buffers and typed arrays; pass a sizeOf option for other items')
+}
+
+// kafkajs (and others) mark transient errors with `retriable: true`.
+function isRetriableFlag (err) {
+  return err !== null && typeof err === 'object' && err.retriable === true
+}
+
+const WAITING = 0 // pushed while the queue was full, not admitted yet
+const QUEUED = 1
+const BATCHED = 2 // in a batch in flight or waiting to retry
+const DONE = 3
+
+// The small record push() allocates next to the caller's promise.
+class Pending {
+  constructor (item, bytes, key, seq, resolve, reject) {
+    this.item = item
+    this.bytes = bytes
+    this.key = key
+    this.seq = seq
+    this.resolve = resolve
+    this.reject = reject
+    this.state = WAITING
+    this.at = 0 // when admitted; while WAITING, when the wait ends
+  }
+}
+
+// An array with a moving head, so that taking a batch off the front is not
+// O(queue length).
+class Fifo {
+  #items = []
+  #head = 0
+
+  get length () {
+    return this.#items.length - this.#head
+  }
+
+  peek () {
+    return this.#items[this.#head]
+  }
+
+  push (value) {
+    this.#items.push(value)
+  }
+
+  shift () {
+    const items = this.#items
+    const value = items[this.#head]
+    items[this.#head++] = undefined
+    if (this.#head === items.length) {
+      items.length = 0
+      this.#head = 0
+    } else if (this.#head >= 1024 && this.#head * 2 >= items.length) {
+      this.#items = items.slice(this.#head)
+      this.#head = 0
+    }
+    return value
+  }
+}
+
+class Group {
+  constructor (key) {
+    this.key = key
+    this.queue = new Fifo()
+    this.bytes = 0
+    this.batch = null // at most one: this is what keeps the group's order
+  }
+}
+
+class Batch {
+  constructor (records, bytes, deliveryTimeoutMs) {
+    this.records = records
+    this.bytes = bytes
+    this.attempt = 0
+    this.inFlight = false
+    this.retryAt = 0
+    this.lastError = undefined
+    this.deadline = records[0].at + deliveryTimeoutMs
+  }
+}
+
+class Batcher {
+  #options
+  #what
+  #groups = new Map()
+  #waiting = new Fifo()
+  #seq = 0
+  #flushUpTo = 0
+  #held = 0 // admitted, not settled (queued or batched)
+  #heldBytes = 0
+  #batched = 0
+  #batchesInFlight = 0
+  #timer = null
+  #timerAt = Infinity
+  #scheduled = false
+  #closed = false
+  #closing = null
+  #disposed = false
+  #waiters = []
+  #counters = {
+    flushed: 0,
+    rejected: 0,
+    dropped: 0,
+    retried: 0,
+    flushes: 0,
+    flushErrors: 0,
+  }
+
+  #latency = new Array(FLUSH_LATENCY_BUCKETS_MS.length).fill(0)
+
+  constructor (options) {
+    this.#options = options
+    this.#what = `batcher "${options.name}"`
+    if (options.flushOnSignals) register(this, () => this.close({ timeoutMs: options.shutdownTimeoutMs }))
+  }
+
+  get name () {
+    return this.#options.name
+  }
+
+  get closed () {
+    return this.#closed
+  }
+
+  push (item) {
+    const o = this.#options
+    if (this.#closed) return this.#drop(new ERR_IO_HYGIENE_CLOSED(this.#what))
+    let bytes
+    let key
+    try {
+      bytes = o.sizeOf(item)
+      if (o.groupOf !== null) key = o.groupOf(item)
+    } catch (err) {
+      return this.#drop(err)
+    }
+    if (!Number.isSafeInteger(bytes) || bytes < 0) {
+      return this.#drop(new ERR_IO_HYGIENE_INVALID_ARGUMENT(`${this.#what} push()`, `sizeOf() must return a non-negative integer, got ${String(bytes)}`))
+    }
+    if (bytes > o.maxBatchBytes) return this.#drop(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(this.#what, bytes, o.maxBatchBytes))
+    // Nobody overtakes a waiting push: that would break call order.
+    const fits = this.#waiting.length === 0 && this.#held < o.maxQueuedItems && this.#heldBytes + bytes <= o.maxQueuedBytes
+    if (!fits && o.overflow === 'reject') return this.#drop(this.#queueFull('no room'))
+    let rec
+    const promise = new Promise((resolve, reject) => {
+      rec = new Pending(item, bytes, key, ++this.#seq, resolve, reject)
+    })
+    const now = performance.now()
+    if (fits) {
+      this.#admit(rec, now)
+    } else {
+      rec.at = now + o.maxWaitMs
+      this.#waiting.push(rec)
+      if (this.#waiting.length === 1) this.#schedule()
+    }
+    return promise
+  }
+
+  flush (options) {
+    let timeoutMs
+    try {
+      timeoutMs = resolve(`${this.#what} flush()`, waitSpec, options).timeoutMs
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return this.#drain(timeoutMs, `${this.#what} flush()`, null)
+  }
+
+  close (options) {
+    if (this.#closing !== null) return this.#closing
+    let timeoutMs
+    try {
+      timeoutMs = resolve(`${this.#what} close()`, waitSpec, options).timeoutMs
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    this.#closed = true
+    const what = `${this.#what} close()`
+    this.#closing = this.#drain(timeoutMs, what, () => this.#rejectAll(what, timeoutMs))
+      .finally(() => this.#dispose())
+    return this.#closing
+  }
+
+  stats () {
+    return {
+      queued: this.#held - this.#batched,
+      queuedBytes: this.#heldBytes,
+      waiting: this.#waiting.length,
+      inFlight: this.#batched,
+      batchesInFlight: this.#batchesInFlight,
+      ...this.#counters,
+      flushLatencyMs: { bounds: FLUSH_LATENCY_BUCKETS_MS, counts: this.#latency.slice() },
+    }
+  }
+
+  // Admission: the record joins its group's queue. Only a push that makes
+  // its group flushable (first item, or a cap just reached) wakes the pump.
+  #admit (rec, now) {
+    const o = this.#options
+    rec.state = QUEUED
+    rec.at = now
+    let group = this.#groups.get(rec.key)
+    if (group === undefined) {
+      group = new Group(rec.key)
+      this.#groups.set(rec.key, group)
+    }
+    group.queue.push(rec)
+    group.bytes += rec.bytes
+    this.#held++
+    this.#heldBytes += rec.bytes
+    const length = group.queue.length
+    if (length === 1 || length === o.maxBatchItems ||
+      (group.bytes >= o.maxBatchBytes && group.bytes - rec.bytes < o.maxBatchBytes)) {
+      this.#schedule()
+    }
+  }
+
+  #schedule () {
+    if (this.#scheduled) return
+    this.#scheduled = true
+    // A microtask, so that a burst of synchronous pushes (or the callers a
+    // batch just resolved) joins one batch.
+    queueMicrotask(this.#runPump)
+  }
+
+  #runPump = () => {
+    this.#scheduled = false
+    this.#pump()
+  }
+
+  #onTimer = () => {
+    this.#timer = null
+    this.#timerAt = Infinity
+    this.#pump()
+  }
+
+  // Everything that happens later happens here: expire, admit, send, re-arm.
+  #pump () {
+    if (this.#disposed) return
+    const o = this.#options
+    const now = performance.now()
+    for (const group of this.#groups.values()) {
+      if (group.batch !== null && group.batch.deadline <= now) this.#expireBatch(group, now)
+      this.#expireQueue(group, now)
+    }
+    this.#expireWaiting(now)
+    const waiting = this.#waiting
+    while (waiting.length > 0) {
+      const rec = waiting.peek()
+      if (this.#held >= o.maxQueuedItems || this.#heldBytes + rec.bytes > o.maxQueuedBytes) break
+      waiting.shift()
+      this.#admit(rec, now)
+    }
+    let sent = null
+    for (const group of this.#groups.values()) {
+      const batch = group.batch
+      if (batch === null && group.queue.length === 0) {
+        this.#groups.delete(group.key)
+        continue
+      }
+      if (this.#batchesInFlight >= o.concurrency) continue
+      if (batch !== null) {
+        if (!batch.inFlight && batch.retryAt <= now) this.#send(group, batch)
+      } else if (this.#isDue(group, now)) {
+        this.#send(group, this.#cut(group))
+        if (sent === null) sent = []
+        sent.push(group)
+      }
+    }
+    // Round robin: a group that just sent goes to the back of the line.
+    if (sent !== null && this.#groups.size > 1) {
+      for (const group of sent) {
+        this.#groups.delete(group.key)
+        this.#groups.set(group.key, group)
+      }
+    }
+    this.#arm(now)
+  }
+
+  #isDue (group, now) {
+    const o = this.#options
+    const head = group.queue.peek()
+    return o.flushWhenIdle || head.seq <= this.#flushUpTo || now - head.at >= o.flushIntervalMs ||
+      group.queue.length >= o.maxBatchItems || group.bytes >= o.maxBatchBytes
+  }
+
+  #cut (group) {
+    const o = this.#options
+    const queue = group.queue
+    const records = []
+    let bytes = 0
+    // Every item fits in a batch on its own (push() checks), so the first
+    // one always goes.
+    while (queue.length > 0 && records.length < o.maxBatchItems && bytes + queue.peek().bytes <= o.maxBatchBytes) {
+      const rec = queue.shift()
+      rec.state = BATCHED
+      records.push(rec)
+      bytes += rec.bytes
+    }
+    group.bytes -= bytes
+    this.#batched += records.length
+    group.batch = new Batch(records, bytes, o.deliveryTimeoutMs)
+    return group.batch
+  }
+
+  #send (group, batch) {
+    const records = batch.records
+    const items = new Array(records.length)
+    for (let i = 0; i < records.length; i++) items[i] = records[i].item
+    batch.inFlight = true
+    batch.attempt++
+    this.#batchesInFlight++
+    const started = performance.now()
+    let pending
+    try {
+      pending = this.#options.send(items, { group: group.key, attempt: batch.attempt })
+    } catch (err) {
+      pending = Promise.reject(err)
+    }
+    Promise.resolve(pending).then(
+      (result) => this.#onSent(group, batch, started, true, result),
+      (err) => this.#onSent(group, batch, started, false, err)
+    )
+  }
+
+  #onSent (group, batch, started, ok, value) {
+    const o = this.#options
+    const now = performance.now()
+    const records = batch.records
+    this.#batchesInFlight--
+    batch.inFlight = false
+    this.#counters.flushes++
+    this.#record(now - started)
+    if (ok && value !== undefined && (!Array.isArray(value) || value.length !== records.length)) {
+      ok = false
+      value = new ERR_IO_HYGIENE_INVALID_RESULT(this.#what,
+        `send() must resolve with undefined or an array of ${records.length} results, got ${Array.isArray(value) ? `an array of ${value.length}` : typeof value}`)
+    }
+    if (channels.batchFlush.hasSubscribers) {
+      channels.batchFlush.publish({ name: o.name, items: records.length, bytes: batch.bytes, attempt: batch.attempt, durationMs: now - started, error: ok ? null : value })
+    }
+    if (ok) {
+      let flushed = 0
+      for (let i = 0; i < records.length; i++) {
+        const rec = records[i]
+        if (rec.state === DONE) continue
+        this.#release(rec)
+        rec.resolve(value === undefined ? undefined : value[i])
+        flushed++
+      }
+      this.#counters.flushed += flushed
+      group.batch = null
+    } else {
+      this.#counters.flushErrors++
+      batch.lastError = value
+      if (!this.#retriable(value)) {
+        this.#rejectRecords(records, () => value, 'send')
+        group.batch = null
+      } else {
+        this.#expireBatch(group, now)
+        if (group.batch !== null) {
+          const delay = Math.min(o.retryBackoffMs * 2 ** (batch.attempt - 1), o.maxRetryBackoffMs)
+          // Jitter, so that many producers do not retry in step.
+          batch.retryAt = now + delay * (0.8 + 0.2 * Math.random())
+          this.#counters.retried++
+        }
+      }
+    }
+    this.#schedule()
+  }
+
+  #retriable (err) {
+    try {
+      return this.#options.isRetriable(err) === true
+    } catch {
+      return false
+    }
+  }
+
+  // Rejects what is past its deadline; the batch stays while in flight, so
+  // the group keeps one request at a time.
+  #expireBatch (group, now) {
+    const batch = group.batch
+    const timeout = this.#options.deliveryTimeoutMs
+    const live = []
+    const expired = []
+    let bytes = 0
+    for (const rec of batch.records) {
+      if (rec.state === DONE) continue
+      if (rec.at + timeout <= now) {
+        expired.push(rec)
+      } else {
+        live.push(rec)
+        bytes += rec.bytes
+      }
+    }
+    this.#rejectRecords(expired, () => this.#deliveryTimeout(batch.lastError), 'deadline')
+    if (!batch.inFlight) {
+      batch.records = live
+      batch.bytes = bytes
+    }
+    if (live.length > 0) batch.deadline = live[0].at + timeout
+    else if (batch.inFlight) batch.deadline = Infinity
+    else group.batch = null
+  }
+
+  #expireQueue (group, now) {
+    const queue = group.queue
+    const timeout = this.#options.deliveryTimeoutMs
+    let expired = null
+    while (queue.length > 0 && queue.peek().at + timeout <= now) {
+      const rec = queue.shift()
+      group.bytes -= rec.bytes
+      if (expired === null) expired = []
+      expired.push(rec)
+    }
+    if (expired !== null) {
+      const cause = group.batch === null ? undefined : group.batch.lastError
+      this.#rejectRecords(expired, () => this.#deliveryTimeout(cause), 'deadline')
+    }
+  }
+
+  #expireWaiting (now) {
+    const waiting = this.#waiting
+    let expired = null
+    while (waiting.length > 0 && waiting.peek().at <= now) {
+      if (expired === null) expired = []
+      expired.push(waiting.shift())
+    }
+    if (expired !== null) {
+      this.#rejectRecords(expired, () => this.#queueFull(`no room within maxWaitMs (${this.#options.maxWaitMs} ms)`), 'wait')
+    }
+  }
+
+  #deliveryTimeout (cause) {
+    const ms = this.#options.deliveryTimeoutMs
+    return cause === undefined ? new ERR_IO_HYGIENE_DELIVERY_TIMEOUT(ms) : new ERR_IO_HYGIENE_DELIVERY_TIMEOUT(ms, { cause })
+  }
+
+  #queueFull (why) {
+    const o = this.#options
+    return new ERR_IO_HYGIENE_QUEUE_FULL(`${this.#what} holds ${this.#held} items / ${this.#heldBytes} bytes ` +
+      `(maxQueuedItems ${o.maxQueuedItems}, maxQueuedBytes ${o.maxQueuedBytes}); ${why}`)
+  }
+
+  // A record leaves the books; flush() and close() waiters count it.
+  #release (rec) {
+    if (rec.state === BATCHED) this.#batched--
+    if (rec.state !== WAITING) {
+      this.#held--
+      this.#heldBytes -= rec.bytes
+    }
+    rec.state = DONE
+    const waiters = this.#waiters
+    if (waiters.length === 0) return
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      const waiter = waiters[i]
+      if (rec.seq <= waiter.seq && --waiter.remaining === 0) {
+        this.#unwait(waiter)
+        waiter.resolve()
+      }
+    }
+  }
+
+  // Rejects each record not settled yet with its own error (callers may
+  // decorate theirs); a non-retriable error of the sink is passed as is.
+  #rejectRecords (records, makeError, stage) {
+    let count = 0
+    let first
+    for (const rec of records) {
+      if (rec.state === DONE) continue
+      const err = makeError()
+      if (rec.state === WAITING) this.#counters.dropped++
+      else this.#counters.rejected++
+      this.#release(rec)
+      rec.reject(err)
+      first ??= err
+      count++
+    }
+    if (count > 0 && channels.batchReject.hasSubscribers) {
+      channels.batchReject.publish({ name: this.#options.name, items: count, error: first, stage })
+    }
+  }
+
+  #drop (err) {
+    this.#counters.dropped++
+    if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: this.#options.name, items: 1, error: err, stage: 'push' })
+    return Promise.reject(err)
+  }
+
+  // Resolves once everything pushed so far has settled.
+  #drain (timeoutMs, what, onTimeout) {
+    this.#flushUpTo = this.#seq
+    const remaining = this.#held + this.#waiting.length
+    if (remaining === 0) return Promise.resolve()
+    this.#schedule()
+    return new Promise((resolve, reject) => {
+      const waiter = { seq: this.#seq, remaining, resolve, timer: null }
+      if (timeoutMs !== null) {
+        // Ref'd: the caller awaits this deadline.
+        waiter.timer = setTimeout(() => {
+          this.#unwait(waiter)
+          if (onTimeout !== null) onTimeout()
+          reject(new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs))
+        }, timeoutMs)
+      }
+      this.#waiters.push(waiter)
+      if (this.#timer !== null) this.#timer.ref()
+    })
+  }
+
+  #unwait (waiter) {
+    clearTimeout(waiter.timer)
+    this.#waiters.splice(this.#waiters.indexOf(waiter), 1)
+    if (this.#waiters.length === 0 && this.#timer !== null) this.#timer.unref()
+  }
+
+  #rejectAll (what, timeoutMs) {
+    for (const group of this.#groups.values()) {
+      const cause = group.batch === null ? undefined : group.batch.lastError
+      const make = () => cause === undefined
+        ? new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs)
+        : new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs, { cause })
+      if (group.batch !== null) this.#rejectRecords(group.batch.records, make, 'close')
+      const queued = []
+      while (group.queue.length > 0) queued.push(group.queue.shift())
+      group.bytes = 0
+      this.#rejectRecords(queued, make, 'close')
+    }
+    const waiting = []
+    while (this.#waiting.length > 0) waiting.push(this.#waiting.shift())
+    this.#rejectRecords(waiting, () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')
+  }
+
+  #dispose () {
+    this.#disposed = true
+    clearTimeout(this.#timer)
+    this.#timer = null
+    this.#groups.clear()
+    unregister(this)
+  }
+
+  // One timer for the earliest thing that is due later: a linger, a retry,
+  // a deadline, the end of an overflow wait. Work that waits only for a free
+  // concurrency slot needs no timer: the end of a send pumps.
+  #arm (now) {
+    const o = this.#options
+    let next = Infinity
+    for (const group of this.#groups.values()) {
+      const batch = group.batch
+      const head = group.queue.peek()
+      if (batch !== null) {
+        next = Math.min(next, batch.deadline)
+        if (!batch.inFlight && batch.retryAt > now) next = Math.min(next, batch.retryAt)
+      } else if (head !== undefined && now - head.at < o.flushIntervalMs) {
+        next = Math.min(next, head.at + o.flushIntervalMs)
+      }
+      if (head !== undefined) next = Math.min(next, head.at + o.deliveryTimeoutMs)
+    }
+    if (this.#waiting.length > 0) next = Math.min(next, this.#waiting.peek().at)
+    if (next === Infinity) {
+      clearTimeout(this.#timer)
+      this.#timer = null
+      this.#timerAt = Infinity
+      return
+    }
+    // An earlier timer is fine: the pump it runs re-arms.
+    if (this.#timer !== null && this.#timerAt <= next) return
+    clearTimeout(this.#timer)
+    this.#timerAt = next
+    this.#timer = setTimeout(this.#onTimer, Math.max(1, Math.ceil(next - now)))
+    if (this.#waiters.length === 0) this.#timer.unref()
+  }
+
+  #record (durationMs) {
+    let i = 0
+    while (durationMs > FLUSH_LATENCY_BUCKETS_MS[i]) i++
+    this.#latency[i]++
+  }
+}
+
+function createBatcher (options) {
+  const where = 'createBatcher()'
+  const o = resolve(where, spec, options)
+  if (o.send === null) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'send', 'a function', undefined)
+  if (o.maxBatchItems > o.maxQueuedItems) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `maxBatchItems (${o.maxBatchItems}) must not exceed maxQueuedItems (${o.maxQueuedItems})`)
+  }
+  if (o.maxBatchBytes > o.maxQueuedBytes) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `maxBatchBytes (${o.maxBatchBytes}) must not exceed maxQueuedBytes (${o.maxQueuedBytes})`)
+  }
+  if (o.retryBackoffMs > o.maxRetryBackoffMs) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `retryBackoffMs (${o.retryBackoffMs}) must not exceed maxRetryBackoffMs (${o.maxRetryBackoffMs})`)
+  }
+  if (o.concurrency > 1 && o.groupOf === null) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'concurrency above 1 needs groupOf: one group never has two batches in flight, so that it keeps its order')
+  }
+  return new Batcher(o)
+}
+
+// One listener set for every batcher that asked for flushOnSignals, removed
+// when the last of them closes.
+const registry = new Map() // batcher -> close()
+let shuttingDown = false
+const SIGNALS = ['SIGTERM', 'SIGINT']
+
+function register (batcher, close) {
+  if (registry.size === 0) {
+    for (const signal of SIGNALS) process.on(signal, onSignal)
+    process.on('beforeExit', onBeforeExit)
+  }
+  registry.set(batcher, close)
+}
+
+function unregister (batcher) {
+  if (!registry.delete(batcher) || registry.size > 0) return
+  removeListeners()
+}
+
+function removeListeners () {
+  for (const signal of SIGNALS) process.removeListener(signal, onSignal)
+  process.removeListener('beforeExit', onBeforeExit)
+}
+
+// Closes every batcher (each within its shutdownTimeoutMs), then lets the
+// signal do what it would have done without us: if nobody else listens, it
+// is raised again and the process dies of it. A second signal while we
+// drain does that at once.
+function onSignal (signal) {
+  if (shuttingDown) {
+    removeListeners()
+    process.kill(process.pid, signal)
+    return
+  }
+  shuttingDown = true
+  const closing = []
+  for (const close of registry.values()) closing.push(close())
+  Promise.allSettled(closing).then(() => {
+    shuttingDown = false
+    removeListeners()
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal)
+  })
+}
+
+// The loop ran dry with items still lingering behind unref'd timers: send
+// them. flush() refs the timer until they settle; with nothing held this is a
+// no-op, so beforeExit can fire again and the process exits.
+function onBeforeExit () {
+  for (const batcher of registry.keys()) batcher.flush()
+}
+
+module.exports = { spec, createBatcher, FLUSH_LATENCY_BUCKETS_MS }

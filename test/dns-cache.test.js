@@ -1,0 +1,223 @@
+'use strict'
+
+const t = require('tap')
+const dc = require('node:diagnostics_channel')
+const { cacheWithServer, eventually, sleep } = require('./helpers/dns-cache')
+const { createDnsCache } = require('..')
+
+t.test('answers from the server, then from the cache until the TTL expires', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0 })
+  server.set('moving.test', { a: ['10.0.0.1'], ttl: 2 })
+  t.same(await lookup('moving.test'), { address: '10.0.0.1', family: 4 })
+  const queries = server.count('moving.test')
+  server.set('moving.test', { a: ['10.0.0.2'], ttl: 2 })
+  for (let i = 0; i < 20; i++) t.equal((await lookup('moving.test')).address, '10.0.0.1')
+  t.equal(server.count('moving.test'), queries, 'no query before the TTL expires')
+  t.equal(cache.stats().hits, 20)
+
+  await sleep(2100)
+  // The first caller after expiry gets the stale answer at once; one
+  // background refresh fetches the new record.
+  t.equal((await lookup('moving.test')).address, '10.0.0.1')
+  const next = await eventually(async () => (await lookup('moving.test')).address === '10.0.0.2')
+  t.ok(next, 'the changed record is served once the TTL has expired')
+  t.equal(cache.stats().refreshes, 1)
+})
+
+t.test('TTLs are clamped to [minTtlMs, maxTtlMs]', async (t) => {
+  t.test('minTtlMs keeps a short record longer', async (t) => {
+    const { server, lookup } = await cacheWithServer(t, { minTtlMs: 10_000 })
+    server.set('short.test', { a: ['10.0.1.1'], ttl: 1 })
+    await lookup('short.test')
+    const queries = server.queries
+    await sleep(1300)
+    server.set('short.test', { a: ['10.0.1.2'], ttl: 1 })
+    t.equal((await lookup('short.test')).address, '10.0.1.1')
+    await sleep(50)
+    t.equal(server.queries, queries, 'no refresh while the clamped TTL runs')
+  })
+  t.test('maxTtlMs cuts a long record short', async (t) => {
+    const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, maxTtlMs: 1000 })
+    server.set('long.test', { a: ['10.0.2.1'], ttl: 3600 })
+    await lookup('long.test')
+    server.set('long.test', { a: ['10.0.2.2'], ttl: 3600 })
+    await sleep(1200)
+    await lookup('long.test')
+    t.ok(await eventually(async () => (await lookup('long.test')).address === '10.0.2.2'))
+    t.equal(cache.stats().refreshes, 1)
+  })
+  t.test('minTtlMs above maxTtlMs is refused', async (t) => {
+    t.throws(() => createDnsCache({ minTtlMs: 10, maxTtlMs: 5 }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  })
+})
+
+t.test('1,000 concurrent lookups of a cold name share one resolution', async (t) => {
+  const { server, cache, lookup, lookupAll } = await cacheWithServer(t)
+  server.set('burst.test', { a: ['10.0.3.1'], aaaa: ['fd00::3:1'], ttl: 60 })
+  server.delayMs = 20
+  const answers = await Promise.all(Array.from({ length: 1000 }, (_, i) => i % 2 ? lookup('burst.test') : lookupAll('burst.test')))
+  t.same(answers[1], { address: '10.0.3.1', family: 4 })
+  t.same(answers[0], [{ address: '10.0.3.1', family: 4 }, { address: 'fd00::3:1', family: 6 }])
+  t.equal(server.count('burst.test', 'A'), 1)
+  t.equal(server.count('burst.test', 'AAAA'), 1)
+  const stats = cache.stats()
+  t.equal(stats.misses, 1)
+  t.equal(stats.coalesced, 999)
+})
+
+t.test('all: true callers get their own copies', async (t) => {
+  const { server, lookupAll } = await cacheWithServer(t)
+  server.set('copy.test', { a: ['10.0.4.1', '10.0.4.2'], ttl: 60 })
+  const first = await lookupAll('copy.test')
+  first.reverse()
+  first[0].address = 'mutated'
+  t.same(await lookupAll('copy.test'), [{ address: '10.0.4.1', family: 4 }, { address: '10.0.4.2', family: 4 }])
+})
+
+for (const mode of ['refuse', 'servfail', 'blackhole']) {
+  t.test(`serve-stale: every caller gets the last good answer at once while DNS is down (${mode})`, async (t) => {
+    const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, errorTtlMs: 200, queryTimeoutMs: 300 })
+    server.set('stale.test', { a: ['10.0.5.1'], ttl: 1 })
+    await lookup('stale.test')
+    await sleep(1100)
+    server.mode = mode
+    const queries = server.queries
+    let answered = 0
+    // None of these callers may wait for the failing refresh: each answer
+    // must arrive before the refresh settles.
+    const refreshed = new Promise((resolve) => {
+      const onError = (message) => {
+        if (message.hostname === 'stale.test') {
+          dc.unsubscribe('io-hygiene:dns:error', onError)
+          resolve(answered)
+        }
+      }
+      dc.subscribe('io-hygiene:dns:error', onError)
+    })
+    const answers = await Promise.all(Array.from({ length: 100 }, () => lookup('stale.test').then((a) => { answered++; return a })))
+    t.ok(answers.every((a) => a.address === '10.0.5.1'))
+    t.equal(await refreshed, 100, 'all 100 answered before the refresh failed')
+    t.ok(server.queries > queries, 'a refresh was attempted')
+    t.equal(cache.stats().refreshes, 1, 'one refresh for all callers')
+    t.equal(cache.stats().staleServed, 100)
+    // Still down: still served, and retried no more often than errorTtlMs.
+    t.equal((await lookup('stale.test')).address, '10.0.5.1')
+    server.mode = 'answer'
+    server.set('stale.test', { a: ['10.0.5.2'], ttl: 60 })
+    t.ok(await eventually(async () => (await lookup('stale.test')).address === '10.0.5.2'), 'recovers when DNS is back')
+  })
+}
+
+t.test('serve-stale ends after staleTtlMs', async (t) => {
+  const { server, lookup } = await cacheWithServer(t, { minTtlMs: 0, staleTtlMs: 0, errorTtlMs: 0, queryTimeoutMs: 200 })
+  server.set('gone.test', { a: ['10.0.6.1'], ttl: 1 })
+  await lookup('gone.test')
+  await sleep(1100)
+  server.mode = 'servfail'
+  await t.rejects(lookup('gone.test'), { code: 'ESERVFAIL' })
+})
+
+t.test('an authoritative NXDOMAIN replaces a stale answer', async (t) => {
+  const { server, lookup } = await cacheWithServer(t, { minTtlMs: 0 })
+  server.set('deleted.test', { a: ['10.0.7.1'], ttl: 1 })
+  await lookup('deleted.test')
+  server.delete('deleted.test')
+  await sleep(1100)
+  t.equal((await lookup('deleted.test')).address, '10.0.7.1', 'stale while the refresh runs')
+  t.ok(await eventually(() => lookup('deleted.test').then(() => false, (err) => err.code === 'ENOTFOUND')))
+})
+
+t.test('errors are cached for errorTtlMs, then asked again', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { errorTtlMs: 500 })
+  const first = await lookup('missing.test').catch((err) => err)
+  t.equal(first.code, 'ENOTFOUND')
+  t.equal(first.hostname, 'missing.test')
+  const queries = server.queries
+  const again = await Promise.all(Array.from({ length: 50 }, () => lookup('missing.test').catch((err) => err)))
+  t.ok(again.every((err) => err.code === 'ENOTFOUND' && err !== first), 'each caller gets its own error')
+  t.equal(server.queries, queries, 'no query while the error is cached')
+  t.equal(cache.stats().negativeHits, 50)
+  server.set('missing.test', { a: ['10.0.8.1'], ttl: 60 })
+  await sleep(600)
+  t.same(await lookup('missing.test'), { address: '10.0.8.1', family: 4 })
+  t.same(cache.stats().errors, { ENOTFOUND: 1 })
+})
+
+t.test('errorTtlMs 0 does not cache errors', async (t) => {
+  const { server, lookup } = await cacheWithServer(t, { errorTtlMs: 0 })
+  await t.rejects(lookup('nope.test'), { code: 'ENOTFOUND' })
+  const queries = server.queries
+  await t.rejects(lookup('nope.test'), { code: 'ENOTFOUND' })
+  t.ok(server.queries > queries)
+})
+
+t.test('families and orders in pure c-ares mode', async (t) => {
+  const { server, lookup, lookupAll } = await cacheWithServer(t)
+  server.set('dual.test', { a: ['10.0.9.1'], aaaa: ['fd00::9:1'], ttl: 60 })
+  server.set('v4only.test', { a: ['10.0.9.2'], ttl: 60 })
+  t.same(await lookup('dual.test', { family: 6 }), { address: 'fd00::9:1', family: 6 })
+  t.same(await lookup('dual.test', { family: 'IPv4' }), { address: '10.0.9.1', family: 4 })
+  t.same(await lookup('dual.test', { order: 'ipv6first' }), { address: 'fd00::9:1', family: 6 })
+  t.same(await lookup('dual.test', { verbatim: false }), { address: '10.0.9.1', family: 4 })
+  t.same(await lookupAll('dual.test', { order: 'ipv6first' }), [{ address: 'fd00::9:1', family: 6 }, { address: '10.0.9.1', family: 4 }])
+  t.same(await lookup('v4only.test', { family: 6, hints: require('node:dns').V4MAPPED }), { address: '::ffff:10.0.9.2', family: 6 })
+  await t.rejects(lookup('v4only.test', { family: 6 }), { code: 'ENODATA' })
+})
+
+t.test('bounded: at most maxEntries names', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { maxEntries: 3 })
+  for (let i = 0; i < 5; i++) server.set(`n${i}.test`, { a: [`10.1.0.${i}`], ttl: 60 })
+  for (let i = 0; i < 5; i++) await lookup(`n${i}.test`)
+  t.equal(cache.stats().entries, 3)
+})
+
+t.test('the periodic sweep drops entries that can no longer be served', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { sweepIntervalMs: 50, errorTtlMs: 10, minTtlMs: 0, staleTtlMs: 0 })
+  server.set('live.test', { a: ['10.1.1.1'], ttl: 60 })
+  server.set('brief.test', { a: ['10.1.1.2'], ttl: 1 })
+  await lookup('live.test')
+  await lookup('brief.test')
+  await t.rejects(lookup('dead.test'))
+  t.equal(cache.stats().entries, 3)
+  t.ok(await eventually(() => cache.stats().entries === 1, 3000), 'the error and the expired answer are swept')
+  t.same(await lookup('live.test'), { address: '10.1.1.1', family: 4 })
+  t.equal(cache.stats().hits, 1)
+})
+
+t.test('stats, the lookup channel and clear()', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t)
+  server.set('seen.test', { a: ['10.2.0.1'], ttl: 60 })
+  const seen = []
+  const onLookup = (message) => seen.push(message.source)
+  dc.subscribe('io-hygiene:dns:lookup', onLookup)
+  t.teardown(() => dc.unsubscribe('io-hygiene:dns:lookup', onLookup))
+  await Promise.all([lookup('seen.test'), lookup('seen.test')])
+  await lookup('seen.test')
+  t.same(seen, ['miss', 'coalesced', 'hit'])
+  const stats = cache.stats()
+  t.match(stats, { hits: 1, misses: 1, coalesced: 1, upstreamLookups: 0, ttlQueries: 2, upstreamQueries: 2, entries: 1 })
+  cache.clear()
+  t.equal(cache.stats().entries, 0)
+})
+
+t.test('a closed cache passes every call to the system lookup', async (t) => {
+  const cache = createDnsCache({ hostsFile: null })
+  cache.close()
+  t.equal(cache.closed, true)
+  const answer = await new Promise((resolve, reject) => cache.lookup('localhost', { family: 4 }, (err, address) => err ? reject(err) : resolve(address)))
+  t.equal(answer, '127.0.0.1')
+  t.equal(cache.stats().misses, 0)
+})
+
+t.test('options are validated by name', async (t) => {
+  t.throws(() => createDnsCache({ maxTTL: 5 }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION', name: 'TypeError [ERR_IO_HYGIENE_UNKNOWN_OPTION]' })
+  t.throws(() => createDnsCache({ maxTtlMs: '5' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  t.throws(() => createDnsCache({ maxTtlMs: -1 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' })
+  t.throws(() => createDnsCache({ maxEntries: 0 }), RangeError)
+  t.throws(() => createDnsCache({ servers: ['not an address'] }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  t.throws(() => createDnsCache({ servers: [] }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  t.throws(() => createDnsCache({ hostsFile: 5 }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  t.throws(() => createDnsCache(null), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  const cache = createDnsCache({ servers: ['127.0.0.1:5353'], hostsFile: null })
+  cache.close()
+})

@@ -1,0 +1,309 @@
+'use strict'
+
+// The system-resolver path, differentially against Node's own dns.lookup, in a
+// private mount namespace whose /etc/resolv.conf and /etc/hosts point at a
+// test DNS server.
+const { enterNamespace } = require('./helpers/in-namespace')
+
+const HOSTS = [
+  '127.0.0.1 localhost',
+  '::1 localhost ip6-localhost',
+  '10.4.0.1 hosts.test',
+  'fd00::4:1 hosts.test',
+  '10.5.0.1 both.test',
+  '',
+].join('\n')
+
+const inside = enterNamespace(__filename, { hosts: HOSTS, search: ['corp.test'] })
+if (inside) run(inside)
+
+function run ({ nameserver }) {
+  const t = require('tap')
+  const dns = require('node:dns')
+  const util = require('node:util')
+  const { startDnsServer } = require('./helpers/dns-server')
+  const { eventually, sleep } = require('./helpers/dns-cache')
+  const ioHygiene = require('..')
+  const execFile = util.promisify(require('node:child_process').execFile)
+
+  const originalLookup = dns.lookup
+  const originalPromise = dns.promises.lookup
+
+  let server
+  t.before(async () => {
+    server = await startDnsServer({ port: 53, address: nameserver })
+    server.set('dual.test', { a: ['10.3.0.1', '10.3.0.2'], aaaa: ['fd00::3:1'], ttl: 300 })
+    server.set('v4.test', { a: ['10.3.1.1'], ttl: 300 })
+    server.set('v6.test', { aaaa: ['fd00::3:2'], ttl: 300 })
+    server.set('both.test', { a: ['10.5.0.99'], ttl: 300 })
+    server.set('short.corp.test', { a: ['10.6.0.1'], ttl: 300 })
+    server.set('loop.test', { a: ['127.0.0.1'], aaaa: ['::1'], ttl: 300 })
+  })
+  t.teardown(() => server.close())
+
+  const NAMES = ['dual.test', 'Dual.TEST', 'v4.test', 'v6.test', 'hosts.test', 'both.test', 'short', 'localhost',
+    'missing.test', '127.0.0.1', '::1']
+  const { ADDRCONFIG, V4MAPPED, ALL } = dns
+  const FORMS = [
+    undefined, null, 0, 4, 6, {}, { all: true }, { family: 4 }, { family: 6 }, { family: 'IPv4' },
+    { family: 'IPv6', all: true }, { family: 0, all: true }, { hints: ADDRCONFIG, all: true },
+    { hints: ADDRCONFIG | V4MAPPED, family: 6 }, { hints: V4MAPPED, family: 6, all: true },
+    { hints: ADDRCONFIG | V4MAPPED | ALL, family: 6, all: true }, { verbatim: true, all: true },
+    { verbatim: false, all: true }, { order: 'ipv4first', all: true }, { order: 'ipv6first', all: true },
+    { order: 'verbatim' }, { order: 'ipv6first' }, { order: 'ipv4first', verbatim: true, all: true },
+    { family: null, hints: null, all: false, verbatim: null, order: null },
+  ]
+  const INVALID = [
+    [123, {}], [null, {}], [undefined, { all: true }], ['', {}], ['', { all: true, family: 6 }],
+    ['dual.test', 'x'], ['dual.test', { family: 5 }], ['dual.test', { hints: 999 }], ['dual.test', { all: 1 }],
+    ['dual.test', { order: 'x' }], ['dual.test', { verbatim: 'x' }], ['dual.test', 5], ['dual.test', {}, 'nocb'],
+    ['dual.test', { hints: 1.5 }], [{ toString: () => 'dual.test' }, {}],
+  ]
+
+  // Calls a dns.lookup-shaped function; describes what happened.
+  function call (fn, hostname, options, callback = true) {
+    return new Promise((resolve) => {
+      let sync = true
+      const cb = (err, ...args) => resolve({ sync, err: err && describeError(err), args })
+      try {
+        if (options === undefined && callback === true) fn(hostname, cb)
+        else if (callback === true) fn(hostname, options, cb)
+        else fn(hostname, options, callback)
+      } catch (err) {
+        resolve({ threw: describeError(err) })
+      }
+      sync = false
+    })
+  }
+
+  function describeError (err) {
+    return { class: err.constructor.name, name: err.name, message: err.message, keys: Object.keys(err), ...err }
+  }
+
+  async function callPromise (fn, hostname, options) {
+    try {
+      const value = await fn(hostname, options)
+      return { value }
+    } catch (err) {
+      return { err: describeError(err) }
+    }
+  }
+
+  t.test('patched dns.lookup answers exactly as the original, for every form', async (t) => {
+    for (const order of ['verbatim', 'ipv4first', 'ipv6first']) {
+      dns.setDefaultResultOrder(order)
+      const expected = []
+      for (const name of NAMES) for (const form of FORMS) expected.push(await call(originalLookup, name, form))
+      const handle = ioHygiene.install()
+      let i = 0
+      for (const name of NAMES) {
+        for (const form of FORMS) {
+          const first = await call(dns.lookup, name, form)
+          const second = await call(dns.lookup, name, form)
+          const label = `${order} ${name} ${JSON.stringify(form)}`
+          t.same(first, expected[i], label)
+          t.same(second, expected[i], `${label} (cached)`)
+          t.equal(first.sync, false, `${label} is asynchronous`)
+          i++
+        }
+      }
+      t.ok(handle.dns.stats().hits > 0)
+      ioHygiene.uninstall()
+    }
+    dns.setDefaultResultOrder('verbatim')
+  })
+
+  t.test('patched dns.promises.lookup answers exactly as the original', async (t) => {
+    const expected = []
+    for (const name of NAMES) for (const form of FORMS) expected.push(await callPromise(originalPromise, name, form))
+    ioHygiene.install()
+    t.teardown(() => ioHygiene.uninstall())
+    let i = 0
+    for (const name of NAMES) {
+      for (const form of FORMS) {
+        t.same(await callPromise(dns.promises.lookup, name, form), expected[i], `${name} ${JSON.stringify(form)}`)
+        t.same(await callPromise(dns.promises.lookup, name, form), expected[i], `${name} ${JSON.stringify(form)} (cached)`)
+        i++
+      }
+    }
+    t.same(await callPromise(util.promisify(dns.lookup), 'dual.test'), await callPromise(util.promisify(originalLookup), 'dual.test'))
+    t.same(await callPromise(util.promisify(dns.lookup), 'dual.test', { all: true }), await callPromise(util.promisify(originalLookup), 'dual.test', { all: true }))
+  })
+
+  t.test('invalid arguments fail exactly as the original', async (t) => {
+    const expected = []
+    for (const [name, form, cb] of INVALID) expected.push(await call(originalLookup, name, form, cb ?? true))
+    const expectedPromise = []
+    for (const [name, form] of INVALID) expectedPromise.push(await promiseOutcome(originalPromise, name, form))
+    ioHygiene.install()
+    t.teardown(() => ioHygiene.uninstall())
+    let i = 0
+    for (const [name, form, cb] of INVALID) {
+      t.same(await call(dns.lookup, name, form, cb ?? true), expected[i], `lookup(${String(name)}, ${JSON.stringify(form)})`)
+      t.same(await promiseOutcome(dns.promises.lookup, name, form), expectedPromise[i], `promises.lookup(${String(name)}, ${JSON.stringify(form)})`)
+      i++
+    }
+  })
+
+  // Synchronous throws stay synchronous for the promise API too.
+  async function promiseOutcome (fn, name, form) {
+    let p
+    try {
+      p = fn(name, form)
+    } catch (err) {
+      return { threw: describeError(err) }
+    }
+    return callPromise(() => p)
+  }
+
+  t.test('the same shape as Node: arity, name, promisify', async (t) => {
+    ioHygiene.install()
+    t.teardown(() => ioHygiene.uninstall())
+    t.equal(dns.lookup.length, originalLookup.length)
+    t.equal(dns.lookup.name, originalLookup.name)
+    t.same(Object.getOwnPropertySymbols(dns.lookup).map(String), Object.getOwnPropertySymbols(originalLookup).map(String))
+    t.equal(dns.promises.lookup.length, originalPromise.length)
+  })
+
+  t.test('TTL from DNS; hosts-file and search-domain names cached for fallbackTtlMs', async (t) => {
+    const { dns: cache } = ioHygiene.install({ dns: { fallbackTtlMs: 60_000 } })
+    t.teardown(() => ioHygiene.uninstall())
+    const lookup = util.promisify(dns.lookup)
+    server.resetCounts()
+    await lookup('hosts.test')
+    await lookup('short')
+    await lookup('dual.test', { all: true })
+    await eventually(() => cache.stats().ttlQueries >= 3)
+    t.equal(server.count('hosts.test'), 0, 'no DNS query for a hosts-file name')
+    t.equal(server.count('short', 'A'), 1, 'the TTL query for a search-domain name')
+    t.equal(server.count('dual.test', 'A'), 2, `getaddrinfo A + the TTL query ${JSON.stringify([...server.queriesByName])}`)
+    t.equal(server.count('dual.test', 'AAAA'), 2, 'getaddrinfo AAAA + the TTL query')
+    t.equal(cache.stats().fallbacks, 2)
+    const before = server.queries
+    for (let i = 0; i < 100; i++) {
+      await lookup('hosts.test')
+      await lookup('short')
+      await lookup('dual.test', { all: true })
+    }
+    t.equal(server.queries, before, 'all served from the cache')
+    t.equal(cache.stats().upstreamLookups, 3)
+  })
+
+  t.test('serve-stale through the system resolver', async (t) => {
+    for (const mode of ['refuse', 'servfail', 'blackhole']) {
+      const { dns: cache } = ioHygiene.install({ dns: { minTtlMs: 0, errorTtlMs: 5000 } })
+      server.mode = 'answer'
+      server.set('flaky.test', { a: ['10.7.0.1'], ttl: 1 })
+      const lookup = util.promisify(dns.lookup)
+      t.equal((await lookup('flaky.test', 4)).address, '10.7.0.1')
+      await eventually(() => cache.stats().ttlQueries >= 1)
+      await sleep(1100)
+      server.mode = mode
+      const answers = await Promise.all(Array.from({ length: 50 }, () => lookup('flaky.test', 4)))
+      t.ok(answers.every((a) => a.address === '10.7.0.1'), `${mode}: the stale answer, at once`)
+      t.equal(cache.stats().upstreamLookups, 2, `${mode}: one refresh`)
+      const failed = await eventually(() => cache.stats().errors.EAI_AGAIN === 1, 8000)
+      t.ok(failed, `${mode}: the refresh failed with EAI_AGAIN`)
+      t.equal((await lookup('flaky.test', 4)).address, '10.7.0.1', `${mode}: still served after the failure`)
+      ioHygiene.uninstall()
+    }
+    server.mode = 'answer'
+  })
+
+  t.test('http.get, net.connect, undici.request, fetch and dgram are served from the cache', async (t) => {
+    const http = require('node:http')
+    const net = require('node:net')
+    const dgram = require('node:dgram')
+    const undici = require('undici')
+    const { dns: cache } = ioHygiene.install()
+    t.teardown(() => ioHygiene.uninstall())
+    const web = http.createServer((req, res) => res.end('ok'))
+    await new Promise((resolve) => web.listen(0, '127.0.0.1', resolve))
+    t.teardown(() => web.close())
+    const { port } = web.address()
+    server.set('web.test', { a: ['127.0.0.1'], ttl: 300 })
+    server.resetCounts()
+
+    const get = () => new Promise((resolve, reject) => {
+      http.get({ host: 'web.test', port, agent: false }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)) }).on('error', reject)
+    })
+    const connect = () => new Promise((resolve, reject) => {
+      const socket = net.connect({ host: 'web.test', port }, () => { socket.destroy(); resolve(true) }).on('error', reject)
+    })
+    for (let i = 0; i < 5; i++) {
+      t.equal(await get(), 200)
+      t.equal(await connect(), true)
+      const res = await undici.request(`http://web.test:${port}/`, { dispatcher: new undici.Agent() })
+      t.equal(await res.body.text(), 'ok')
+      const fetched = await fetch(`http://web.test:${port}/`, { headers: { connection: 'close' } })
+      t.equal(await fetched.text(), 'ok')
+    }
+    t.equal(server.count('web.test', 'A'), 2, 'one getaddrinfo A and one TTL query for 20 connections')
+    t.ok(cache.stats().hits >= 19)
+
+    // udp4 and udp6 sockets each get the family they need from a dual-stack name.
+    const r4 = dgram.createSocket('udp4')
+    const r6 = dgram.createSocket('udp6')
+    await new Promise((resolve) => r4.bind(0, '127.0.0.1', resolve))
+    await new Promise((resolve) => r6.bind(0, '::1', resolve))
+    const s4 = dgram.createSocket('udp4')
+    const s6 = dgram.createSocket('udp6')
+    t.teardown(() => { for (const s of [r4, r6, s4, s6]) s.close() })
+    const got4 = new Promise((resolve) => r4.once('message', (m) => resolve(String(m))))
+    const got6 = new Promise((resolve) => r6.once('message', (m) => resolve(String(m))))
+    s4.send('four', r4.address().port, 'loop.test')
+    s6.send('six', r6.address().port, 'loop.test')
+    t.equal(await got4, 'four')
+    t.equal(await got6, 'six')
+  })
+
+  t.test('ESM named imports of node:dns see the patch', async (t) => {
+    const url = require('node:url').pathToFileURL(require.resolve('..')).href
+    const code = `
+      import { lookup } from 'node:dns'
+      import dnsPromises from 'node:dns/promises'
+      import { install, uninstall } from ${JSON.stringify(url)}
+      const original = lookup
+      const handle = install()
+      const { lookup: again } = await import('node:dns')
+      console.log(JSON.stringify({ patched: lookup !== original, same: again === lookup, promises: dnsPromises.lookup.name }))
+      await new Promise((resolve) => lookup('dual.test', () => lookup('dual.test', resolve)))
+      console.log(JSON.stringify(handle.dns.stats()))
+      uninstall()
+      console.log(JSON.stringify({ restored: lookup === original }))`
+    const out = (await execFile(process.execPath, ['--input-type=module', '-e', code])).stdout.trim().split('\n').map((l) => JSON.parse(l))
+    t.same(out[0], { patched: true, same: true, promises: 'lookup' })
+    t.match(out[1], { hits: 1, misses: 1 })
+    t.same(out[2], { restored: true })
+  })
+
+  t.test('node -r io-hygiene/register installs before the app, from IO_HYGIENE_* variables', async (t) => {
+    const register = require.resolve('../lib/register.js')
+    const code = `
+      const dns = require('node:dns')
+      const { installed } = require(${JSON.stringify(require.resolve('..'))})
+      dns.lookup('dual.test', () => dns.lookup('dual.test', () => {
+        console.log(JSON.stringify({ hits: installed().dns.stats().hits, name: dns.lookup.name }))
+      }))`
+    const out = await execFile(process.execPath, ['-r', register, '-e', code], {
+      env: { ...process.env, IO_HYGIENE_DNS_MAX_TTL_MS: '5000' },
+    })
+    t.same(JSON.parse(out.stdout), { hits: 1, name: 'lookup' })
+    const off = await execFile(process.execPath, ['-r', register, '-e', `console.log(require(${JSON.stringify(require.resolve('..'))}).installed().dns)`], {
+      env: { ...process.env, IO_HYGIENE_DNS: '0' },
+    })
+    t.equal(off.stdout.trim(), 'null', 'IO_HYGIENE_DNS=0 leaves dns.lookup alone')
+    await t.rejects(execFile(process.execPath, ['-r', register, '-e', '0'], {
+      env: { ...process.env, IO_HYGIENE_DNS_MAX_TTL_MS: 'soon' },
+    }), { stderr: /ERR_IO_HYGIENE_INVALID_ENV/ })
+  })
+
+  t.test('uninstall restores the originals exactly', async (t) => {
+    ioHygiene.install()
+    t.not(dns.lookup, originalLookup)
+    t.not(dns.promises.lookup, originalPromise)
+    t.equal(ioHygiene.uninstall(), true)
+    t.equal(dns.lookup, originalLookup)
+    t.equal(dns.promises.lookup, originalPromise)
+  })
+}
