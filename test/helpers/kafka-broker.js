@@ -330,7 +330,42 @@ async function startKafka ({ dir, heapMb = 512, partitions = 1, timeoutMs } = {}
   return broker
 }
 
-module.exports = { startKafka, fetchKafka }
+// Reads `topic` from the beginning with a real kafkajs consumer until `count`
+// messages arrived (or `timeoutMs` passed, then what arrived), as
+// { partition, offset, key, value, headers } with strings for key and value.
+async function consumeAll (kafka, topic, count, { timeoutMs = 60_000, readUncommitted = false } = {}) {
+  const consumer = kafka.consumer({
+    groupId: `check-${topic}-${crypto.randomUUID()}`,
+    readUncommitted,
+    maxWaitTimeInMs: 100,
+  })
+  const out = []
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true })
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs)
+      consumer.run({
+        eachMessage: async ({ partition, message }) => {
+          const headers = {}
+          for (const [name, value] of Object.entries(message.headers ?? {})) headers[name] = value?.toString()
+          out.push({ partition, offset: Number(message.offset), key: message.key?.toString() ?? null, value: message.value?.toString() ?? null, headers })
+          if (out.length >= count) {
+            clearTimeout(timer)
+            resolve()
+          }
+        },
+      })
+    })
+    // A moment for duplicates, if any, to show up after the expected count.
+    await sleep(300)
+  } finally {
+    await consumer.disconnect()
+  }
+  return out
+}
+
+module.exports = { startKafka, fetchKafka, consumeAll }
 
 if (require.main === module) {
   const args = process.argv.slice(2)

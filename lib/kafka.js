@@ -1,0 +1,312 @@
+'use strict'
+
+const { createBatcher } = require('./batch')
+const { integer, oneOf, resolve } = require('./options')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('./errors')
+
+// Defaults, and why, are in the README's kafka table; a test keeps the two equal.
+const spec = {
+  // librdkafka's linger.ms. Waited only while a request is in flight: the
+  // first send after an idle moment goes at once.
+  lingerMs: { default: 5, check: integer(0, 2_147_483_647) },
+  // librdkafka's batch.num.messages / batch.size: 1,000,000 bytes of keys,
+  // values and headers keeps every partition's record batch under the
+  // broker's default message.max.bytes (1,048,588).
+  maxBatchMessages: { default: 10_000, check: integer(1) },
+  maxBatchBytes: { default: 1_000_000, check: integer(1) },
+  // The memory bound on everything not yet acknowledged.
+  maxQueuedMessages: { default: 100_000, check: integer(1) },
+  maxQueuedBytes: { default: 64 * 1024 * 1024, check: integer(1) },
+  // A full queue makes send() wait for room (back-pressure), or reject.
+  overflow: { default: 'wait', check: oneOf('wait', 'reject') },
+  // The Java producer's max.block.ms: how long send() waits for room.
+  maxQueueWaitMs: { default: 60_000, check: integer(0, 2_147_483_647) },
+  // The Java producer's delivery.timeout.ms, counted from send(): long
+  // enough to ride out a broker restart or a leader election.
+  deliveryTimeoutMs: { default: 120_000, check: integer(1, 2_147_483_647) },
+  // The Java producer's retry.backoff.ms / retry.backoff.max.ms, between our
+  // retries of a request that kafkajs gave up on.
+  retryBackoffMs: { default: 100, check: integer(0, 2_147_483_647) },
+  maxRetryBackoffMs: { default: 1_000, check: integer(0, 2_147_483_647) },
+}
+
+const kWrapped = Symbol.for('io-hygiene.kafka.wrapped.v1')
+const where = 'wrapProducer()'
+// A record's fixed fields (offset and timestamp deltas, lengths, attributes).
+const RECORD_OVERHEAD_BYTES = 24
+// Kafka's own rule for topic names (kafka.common.Topic): an invalid name
+// fails the whole request, so it is refused before it can share one.
+const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/
+
+function byteLength (value) {
+  if (value === null || value === undefined) return 0
+  if (typeof value === 'string') return Buffer.byteLength(value)
+  return Buffer.isBuffer(value) ? value.length : Buffer.byteLength(String(value))
+}
+
+function messageBytes (message) {
+  let bytes = RECORD_OVERHEAD_BYTES + byteLength(message.key) + byteLength(message.value)
+  const headers = message.headers
+  if (headers !== null && typeof headers === 'object') {
+    for (const name of Object.keys(headers)) {
+      const value = headers[name]
+      bytes += Buffer.byteLength(name)
+      if (Array.isArray(value)) for (const item of value) bytes += byteLength(item)
+      else bytes += byteLength(value)
+    }
+  }
+  return bytes
+}
+
+// kafkajs gives up on a request after its own retries (about 10 s with its
+// default retry options) with KafkaJSNumberOfRetriesExceeded, or, when the
+// cluster's reconnect ran out of retries, with a KafkaJSNonRetriableError
+// whose cause is the retriable KafkaJSConnectionError. Either way what it gave
+// up on was transient, so we go on until each message's deadline: an error
+// is retriable when it or one of its causes says so.
+function isRetriable (error) {
+  for (let depth = 0; depth < 8 && error !== null && typeof error === 'object'; depth++) {
+    if (error.name === 'KafkaJSNumberOfRetriesExceeded' || error.retriable === true) return true
+    error = error.cause
+  }
+  return false
+}
+
+// The batcher works on messages: { topic, message, group }, where group holds
+// what must be equal within one Produce request.
+function sizeOf (item) {
+  return item.bytes
+}
+
+function groupOf (item) {
+  return item.group
+}
+
+class WrappedProducer {
+  #producer
+  #batcher
+  #idempotent
+  #busy = false // a request is in flight
+  #kicked = false // a send found the producer idle and asked for a flush
+
+  constructor (producer, options) {
+    this.#producer = producer
+    this.#idempotent = typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true
+    this.events = producer.events
+    this[kWrapped] = true
+    // concurrency 1: one Produce request in flight for the whole producer, so
+    // a partition never has two. Its order is call order, also across
+    // retries (a retry is the same messages in the same order, sent before
+    // anything newer), and the idempotent producer's sequence numbers stay
+    // valid: kafkajs rolls them back on a failed request, so a retry reuses
+    // them and the broker drops a copy it already wrote.
+    this.#batcher = createBatcher({
+      name: 'kafka',
+      send: (items) => this.#sendBatch(items),
+      // Lingering applies to messages that arrive while a request is in
+      // flight; one that arrives when nothing is in flight is sent at once
+      // (see #enqueue), so an idle service pays no linger.
+      flushIntervalMs: options.lingerMs,
+      flushWhenIdle: false,
+      maxBatchItems: options.maxBatchMessages,
+      maxBatchBytes: options.maxBatchBytes,
+      maxQueuedItems: options.maxQueuedMessages,
+      maxQueuedBytes: options.maxQueuedBytes,
+      overflow: options.overflow,
+      maxWaitMs: options.maxQueueWaitMs,
+      concurrency: 1,
+      deliveryTimeoutMs: options.deliveryTimeoutMs,
+      retryBackoffMs: options.retryBackoffMs,
+      maxRetryBackoffMs: options.maxRetryBackoffMs,
+      sizeOf,
+      groupOf,
+      isRetriable,
+    })
+  }
+
+  connect () {
+    return this.#producer.connect()
+  }
+
+  // Flushes first. With `timeoutMs`, what is still pending then is rejected
+  // with ERR_IO_HYGIENE_TIMEOUT, and so is disconnect(), after it has
+  // disconnected the producer anyway.
+  async disconnect (options) {
+    let failure = null
+    try {
+      await this.#batcher.close(options)
+    } catch (error) {
+      failure = error
+    }
+    await this.#producer.disconnect()
+    if (failure !== null) throw failure
+  }
+
+  // Sends everything queued without lingering; resolves when all of it has
+  // been acknowledged or rejected (each send() reports its own outcome).
+  flush (options) {
+    return this.#batcher.flush(options)
+  }
+
+  stats () {
+    return this.#batcher.stats()
+  }
+
+  isIdempotent () {
+    return this.#idempotent
+  }
+
+  on (eventName, listener) {
+    return this.#producer.on(eventName, listener)
+  }
+
+  logger () {
+    return this.#producer.logger()
+  }
+
+  // Transactions are not batched: the queue is flushed first, so messages
+  // sent before the transaction began are written before it, and the caller
+  // gets kafkajs's own transaction, whose sends go straight to kafkajs.
+  // commit() therefore covers exactly the sends made on the transaction.
+  async transaction () {
+    await this.#batcher.flush()
+    return this.#producer.transaction()
+  }
+
+  // kafkajs's send(): queued, and resolved with the RecordMetadata of its
+  // topic once every message of the call is acknowledged.
+  send (record) {
+    if (record === null || typeof record !== 'object') {
+      return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT('send()', 'the argument must be an object'))
+    }
+    const { topic, messages, acks, timeout, compression } = record
+    return this.#enqueue('send()', [{ topic, messages }], acks, timeout, compression)
+  }
+
+  // kafkajs's sendBatch(): the same, for several topics in one call.
+  sendBatch (batch) {
+    if (batch === null || typeof batch !== 'object' || !Array.isArray(batch.topicMessages)) {
+      return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT('sendBatch()', '"topicMessages" must be an array'))
+    }
+    const { topicMessages, acks, timeout, compression } = batch
+    return this.#enqueue('sendBatch()', topicMessages, acks, timeout, compression)
+  }
+
+  #enqueue (method, topicMessages, acks = -1, timeout, compression) {
+    // Everything is checked before the first message is queued: kafkajs
+    // would fail the whole request, and with it every other caller's
+    // messages, for one bad message.
+    if (acks !== -1 && acks !== 0 && acks !== 1) {
+      return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"acks" must be -1, 0 or 1, got ${acks}`))
+    }
+    if (acks !== -1 && this.#idempotent) {
+      return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, 'the idempotent producer needs acks=-1 (the kafkajs default)'))
+    }
+    const group = { acks, timeout, compression }
+    const key = `${acks}|${timeout}|${compression}`
+    const items = []
+    for (const entry of topicMessages) {
+      if (entry === null || typeof entry !== 'object' || typeof entry.topic !== 'string' || !TOPIC_NAME.test(entry.topic)) {
+        return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"topic" must be a valid Kafka topic name, got ${JSON.stringify(entry?.topic)}`))
+      }
+      if (!Array.isArray(entry.messages)) {
+        return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"messages" for topic "${entry.topic}" must be an array`))
+      }
+      for (const message of entry.messages) {
+        if (message === null || typeof message !== 'object' || message.value === undefined) {
+          return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `every message for topic "${entry.topic}" needs a "value" (null for a tombstone)`))
+        }
+        items.push({ topic: entry.topic, message, bytes: messageBytes(message), group: key, request: group })
+      }
+    }
+    if (items.length === 0) return Promise.resolve([])
+    const pushes = new Array(items.length)
+    for (let i = 0; i < items.length; i++) pushes[i] = this.#batcher.push(items[i])
+    if (!this.#busy && !this.#kicked) {
+      // Nothing in flight: flush now. The batch is cut in a microtask, so the
+      // rest of a synchronous burst (or of the callers a batch just released)
+      // still joins it. flush() without a timeout never rejects.
+      this.#kicked = true
+      this.#batcher.flush()
+    }
+    return Promise.all(pushes).then(merge)
+  }
+
+  // The batcher's sink: one sendBatch for the batch, its messages grouped by
+  // topic in call order. Each message's result is the response's entries for
+  // its topic (only its partition when it named one): kafkajs partitions
+  // inside sendBatch and reports one baseOffset per partition.
+  async #sendBatch (items) {
+    this.#busy = true
+    this.#kicked = false
+    try {
+      return await this.#produce(items)
+    } finally {
+      this.#busy = false
+    }
+  }
+
+  async #produce (items) {
+    const byTopic = new Map()
+    for (const item of items) {
+      const list = byTopic.get(item.topic)
+      if (list === undefined) byTopic.set(item.topic, [item.message])
+      else list.push(item.message)
+    }
+    const { acks, timeout, compression } = items[0].request
+    const request = { acks, topicMessages: Array.from(byTopic, ([topic, messages]) => ({ topic, messages })) }
+    if (timeout !== undefined) request.timeout = timeout
+    if (compression !== undefined) request.compression = compression
+    const metadata = await this.#producer.sendBatch(request)
+    const entries = new Map()
+    for (const entry of Array.isArray(metadata) ? metadata : []) {
+      const list = entries.get(entry.topicName)
+      if (list === undefined) entries.set(entry.topicName, [entry])
+      else list.push(entry)
+    }
+    return items.map((item) => {
+      const list = entries.get(item.topic) ?? []
+      const partition = item.message.partition
+      return Number.isInteger(partition) ? list.filter((entry) => entry.partition === partition) : list
+    })
+  }
+}
+
+// A call's RecordMetadata: one entry per topic and partition, the first
+// request's when its messages went out in more than one.
+function merge (results) {
+  if (results.length === 1) return results[0].slice()
+  const seen = new Set()
+  const out = []
+  for (const list of results) {
+    for (const entry of list) {
+      const id = `${entry.topicName}\0${entry.partition}`
+      if (seen.has(id)) continue
+      seen.add(id)
+      out.push(entry)
+    }
+  }
+  return out
+}
+
+// Decorates a kafkajs producer (duck-typed: connect, disconnect, sendBatch,
+// on, transaction, isIdempotent, logger, events) with a linger, one request
+// per batch, a bounded queue, per-message delivery deadlines and retries
+// that ride out a broker restart.
+function wrapProducer (producer, options) {
+  const resolved = resolve(where, spec, options)
+  for (const [batch, queued] of [['maxBatchMessages', 'maxQueuedMessages'], ['maxBatchBytes', 'maxQueuedBytes'], ['retryBackoffMs', 'maxRetryBackoffMs']]) {
+    if (resolved[batch] > resolved[queued]) {
+      throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `${batch} (${resolved[batch]}) must not exceed ${queued} (${resolved[queued]})`)
+    }
+  }
+  if (producer === null || typeof producer !== 'object' || typeof producer.sendBatch !== 'function') {
+    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer())')
+  }
+  if (producer[kWrapped] === true) {
+    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
+  }
+  return new WrappedProducer(producer, resolved)
+}
+
+module.exports = { spec, wrapProducer, isRetriable }
