@@ -87,6 +87,11 @@ const ERR_IO_HYGIENE_INVALID_RESULT = createError(
   (what, detail) => `${what}: ${detail}`,
   TypeError
 )
+const ERR_IO_HYGIENE_MISSING_PEER = createError(
+  'ERR_IO_HYGIENE_MISSING_PEER',
+  (where, name) => `${where} needs the optional peer dependency "${name}", which could not be loaded (npm install ${name})`,
+  Error
+)
 
 function describe (value) {
   if (typeof value === 'string') return JSON.stringify(value)
@@ -111,4 +116,5 @@ module.exports = {
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
   ERR_IO_HYGIENE_ITEM_TOO_LARGE,
   ERR_IO_HYGIENE_INVALID_RESULT,
+  ERR_IO_HYGIENE_MISSING_PEER,
 }
