@@ -103,8 +103,13 @@ function javaBin () {
 }
 
 // Kafka's cluster ids are 16 random bytes in unpadded base64url (22 chars).
+// Like Kafka's Uuid.randomUuid(), never one that starts with "-": the storage
+// tool would read it as an option.
 function clusterId () {
-  return crypto.randomBytes(16).toString('base64url')
+  let id
+  do id = crypto.randomBytes(16).toString('base64url')
+  while (id.startsWith('-'))
+  return id
 }
 
 function serverProperties ({ port, controllerPort, logDir, partitions }) {

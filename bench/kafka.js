@@ -1,0 +1,204 @@
+'use strict'
+
+// `node bench/kafka.js [--json] [--quick]`: one real Kafka broker (started
+// here), the same producer workload three ways, in one process run:
+//   baseline      raw kafkajs, one awaited send() per message
+//   io-hygiene    the same send() calls through wrapProducer()
+//   hand-batched  kafkajs sendBatch() of 500 messages (the ceiling)
+// Scenarios: `throughput` (50,000 messages of ~100 bytes, acks=-1, 1,000
+// sends in flight) and `restart` (the same, with the broker stopped for 15 s
+// and started again after a fifth of the messages were acknowledged).
+// --quick (or KAFKA_BENCH_MESSAGES / KAFKA_BENCH_OUTAGE_MS) shrinks the
+// workload for a fast look; the default is the issue's workload.
+const { monitorEventLoopDelay } = require('node:perf_hooks')
+const { setTimeout: sleep } = require('node:timers/promises')
+const { Kafka, logLevel } = require('kafkajs')
+const { requestSampler, percentile, round, report } = require('./common')
+const { startKafka, consumeAll } = require('../test/helpers/kafka-broker')
+const { wrapProducer } = require('../lib/kafka')
+
+const quick = process.argv.includes('--quick')
+const MESSAGES = Number(process.env.KAFKA_BENCH_MESSAGES ?? (quick ? 10_000 : 50_000))
+const OUTAGE_MS = Number(process.env.KAFKA_BENCH_OUTAGE_MS ?? (quick ? 5_000 : 15_000))
+const IN_FLIGHT = 1_000
+const HAND_BATCH = 500
+const PARTITIONS = 3
+const VALUE_BYTES = 100
+// A run that has not finished by then stops sending; what is left is reported.
+const RUN_DEADLINE_MS = 240_000
+
+function value (n) {
+  const head = `${n}:`
+  return head + 'x'.repeat(Math.max(0, VALUE_BYTES - head.length))
+}
+
+// Produce requests and how many were in flight at once, from kafkajs's
+// instrumentation (one REQUEST event per finished request).
+function requestCounter (producer) {
+  const spans = []
+  producer.on(producer.events.REQUEST, ({ payload }) => {
+    if (payload.apiName !== 'Produce') return
+    spans.push([payload.createdAt, payload.createdAt + payload.pendingDuration + payload.duration])
+  })
+  return () => {
+    const edges = []
+    for (const [start, end] of spans) edges.push([start, 1], [end, -1])
+    edges.sort((a, b) => a[0] - b[0] || a[1] - b[1])
+    let current = 0
+    let peak = 0
+    for (const [, delta] of edges) {
+      current += delta
+      if (current > peak) peak = current
+    }
+    return { produceRequests: spans.length, inFlightRequestsPeak: peak }
+  }
+}
+
+// Runs `callers` async callers until MESSAGES are settled. `sendChunk(indices)`
+// sends those messages and resolves when they are acknowledged.
+async function drive ({ sendChunk, chunk, callers, onProgress }) {
+  let next = 0
+  let acked = 0
+  let rejected = 0
+  const latencies = []
+  const ackedSet = new Set()
+  const deadline = Date.now() + RUN_DEADLINE_MS
+  const caller = async () => {
+    while (next < MESSAGES && Date.now() < deadline) {
+      const first = next
+      next = Math.min(MESSAGES, next + chunk)
+      const indices = []
+      for (let i = first; i < next; i++) indices.push(i)
+      const started = performance.now()
+      try {
+        await sendChunk(indices)
+        const ms = performance.now() - started
+        for (const i of indices) {
+          latencies.push(ms)
+          ackedSet.add(i)
+        }
+        acked += indices.length
+      } catch {
+        rejected += indices.length
+      }
+      onProgress?.(acked)
+    }
+  }
+  await Promise.all(Array.from({ length: callers }, caller))
+  return { acked, rejected, latencies, ackedSet, unsent: MESSAGES - next }
+}
+
+async function run ({ label, kafka, broker, scenario }) {
+  const topic = `bench-${scenario}-${label}-${process.pid}`
+  // A fresh admin each run: one that lived through a broker restart may
+  // hold a dead connection.
+  const admin = kafka.admin()
+  await admin.connect()
+  await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS }], waitForLeaders: true })
+  await admin.disconnect()
+  // io-hygiene uses the idempotent producer (what makes its retries safe);
+  // the others are kafkajs's default producer, as most services use it.
+  const raw = kafka.producer(label === 'io-hygiene' ? { idempotent: true } : {})
+  const counter = requestCounter(raw)
+  await raw.connect()
+  const producer = label === 'io-hygiene' ? wrapProducer(raw) : raw
+  const message = (i) => ({ value: value(i) })
+  const plan = label === 'hand-batched'
+    ? { chunk: HAND_BATCH, callers: IN_FLIGHT / HAND_BATCH, sendChunk: (indices) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: indices.map(message) }] }) }
+    : { chunk: 1, callers: IN_FLIGHT, sendChunk: ([i]) => producer.send({ topic, acks: -1, messages: [message(i)] }) }
+
+  let restart = null
+  if (scenario === 'restart') {
+    plan.onProgress = (acked) => {
+      if (restart === null && acked >= MESSAGES / 5) {
+        restart = (async () => {
+          await broker.stop()
+          await sleep(OUTAGE_MS)
+          await broker.start()
+        })()
+      }
+    }
+  }
+
+  const loop = monitorEventLoopDelay({ resolution: 10 })
+  const sampler = requestSampler(5)
+  loop.enable()
+  const cpu = process.cpuUsage()
+  const started = performance.now()
+  const result = await drive(plan)
+  const elapsedMs = performance.now() - started
+  const cpuUsed = process.cpuUsage(cpu)
+  loop.disable()
+  const active = sampler.stop()
+  if (restart !== null) await restart
+  await producer.disconnect()
+  const requests = counter()
+
+  const consumed = await consumeAll(kafka, topic, result.acked, { timeoutMs: 30_000 })
+  const seen = new Map()
+  let outOfOrder = 0
+  const last = new Map()
+  for (const m of consumed.sort((a, b) => a.partition - b.partition || a.offset - b.offset)) {
+    const n = Number(m.value.slice(0, m.value.indexOf(':')))
+    seen.set(n, (seen.get(n) ?? 0) + 1)
+    const previous = last.get(m.partition)
+    if (previous !== undefined && n < previous) outOfOrder++
+    last.set(m.partition, Math.max(n, previous ?? -1))
+  }
+  let duplicated = 0
+  for (const count of seen.values()) duplicated += count - 1
+  let lost = 0
+  for (const i of result.ackedSet) if (!seen.has(i)) lost++
+  const latencies = result.latencies.sort((a, b) => a - b)
+  const out = {
+    label,
+    msgPerSec: Math.round(result.acked / (elapsedMs / 1000)),
+    produceRequests: requests.produceRequests,
+    ...active,
+    inFlightRequestsPeak: requests.inFlightRequestsPeak,
+    ackP50Ms: round(percentile(latencies, 50)),
+    ackP99Ms: round(percentile(latencies, 99)),
+    eventLoopDelayMaxMs: round(loop.max / 1e6),
+    cpuUsPerMsg: round((cpuUsed.user + cpuUsed.system) / Math.max(1, result.acked), 1),
+    outOfOrder,
+  }
+  if (scenario === 'restart') Object.assign(out, { rejected: result.rejected, lost, duplicated })
+  if (result.unsent > 0) out.unsent = result.unsent
+  return out
+}
+
+async function main () {
+  const broker = await startKafka({ partitions: PARTITIONS })
+  const kafka = new Kafka({ clientId: 'io-hygiene-bench', brokers: broker.brokers, logLevel: process.env.KAFKA_BENCH_LOG ? logLevel.ERROR : logLevel.NOTHING })
+  const scenarios = []
+  try {
+    for (const scenario of ['throughput', 'restart']) {
+      const runs = []
+      for (const label of ['baseline', 'io-hygiene', 'hand-batched']) {
+        if (!process.argv.includes('--json')) process.stderr.write(`${scenario} ${label}...\n`)
+        runs.push(await run({ label, kafka, broker, scenario }))
+      }
+      scenarios.push({ name: scenario, runs })
+    }
+  } finally {
+    await broker.close()
+  }
+  const [base, ioh, hand] = scenarios[0].runs
+  report({
+    bench: 'kafka',
+    messages: MESSAGES,
+    inFlight: IN_FLIGHT,
+    outageMs: OUTAGE_MS,
+    scenarios,
+    notes: [
+      `${MESSAGES} messages of ~${VALUE_BYTES} bytes, acks=-1, ${IN_FLIGHT} sends in flight, ${PARTITIONS} partitions, Node ${process.version}.`,
+      `throughput ratios: io-hygiene/baseline msg/s ${round(ioh.msgPerSec / base.msgPerSec, 2)}x, io-hygiene/hand-batched ${round(ioh.msgPerSec / hand.msgPerSec, 2)}x, ` +
+        `produce requests io-hygiene/baseline ${round(ioh.produceRequests / base.produceRequests, 4)}.`,
+    ],
+  })
+}
+
+main().catch((error) => {
+  process.stderr.write(error.stack + '\n')
+  process.exitCode = 1
+})

@@ -1,0 +1,149 @@
+'use strict'
+
+// wrapProducer() with a fake kafkajs producer: option and argument checks,
+// error classification, results, and what no real broker does on cue.
+const t = require('tap')
+const { wrapProducer, isRetriable, spec } = require('../lib/kafka')
+
+function fakeProducer ({ idempotent = false, sendBatch } = {}) {
+  const calls = { requests: [], disconnects: 0, transactions: 0, on: [] }
+  // A connected kafkajs producer holds sockets that keep the process alive;
+  // this stands in for them (the batcher's own timer is unref'd).
+  const sockets = setInterval(() => {}, 1000)
+  const producer = {
+    events: { CONNECT: 'producer.connect' },
+    calls,
+    connect: async () => {},
+    disconnect: async () => {
+      calls.disconnects++
+      clearInterval(sockets)
+    },
+    isIdempotent: () => idempotent,
+    on: (name, listener) => { calls.on.push(name); return () => {} },
+    logger: () => ({ info () {} }),
+    transaction: async () => { calls.transactions++; return { send: async () => [] } },
+    sendBatch: async (request) => {
+      calls.requests.push(request)
+      if (sendBatch) return sendBatch(request)
+      return request.topicMessages.flatMap(({ topic, messages }) =>
+        [...new Set(messages.map((m) => m.partition ?? 0))].map((partition) => ({ topicName: topic, partition, errorCode: 0, baseOffset: '0' })))
+    },
+  }
+  return producer
+}
+
+t.test('options are validated by name', async (t) => {
+  const producer = fakeProducer()
+  t.throws(() => wrapProducer(producer, { linger: 5 }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION' }, 'a misspelt option throws')
+  t.throws(() => wrapProducer(producer, { lingerMs: -1 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' })
+  t.throws(() => wrapProducer(producer, { lingerMs: '5' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  t.throws(() => wrapProducer(producer, { overflow: 'drop' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  t.throws(() => wrapProducer(producer, { maxBatchMessages: 10, maxQueuedMessages: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
+  t.throws(() => wrapProducer(producer, { maxBatchBytes: 10, maxQueuedBytes: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
+  t.throws(() => wrapProducer(producer, { retryBackoffMs: 10, maxRetryBackoffMs: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
+  t.throws(() => wrapProducer(null), { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT' })
+  t.throws(() => wrapProducer({}), { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT' })
+  const wrapped = wrapProducer(producer)
+  t.throws(() => wrapProducer(wrapped), { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT' }, 'wrapping twice')
+  t.same(Object.keys(spec).sort(), ['deliveryTimeoutMs', 'lingerMs', 'maxBatchBytes', 'maxBatchMessages', 'maxQueueWaitMs', 'maxQueuedBytes', 'maxQueuedMessages', 'maxRetryBackoffMs', 'overflow', 'retryBackoffMs'])
+  await wrapped.disconnect()
+})
+
+t.test('bad calls reject before anything is queued', async (t) => {
+  const producer = fakeProducer({ idempotent: true })
+  const wrapped = wrapProducer(producer)
+  t.teardown(() => wrapped.disconnect())
+  const invalid = { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT' }
+  await t.rejects(wrapped.send(null), invalid)
+  await t.rejects(wrapped.sendBatch(null), invalid)
+  await t.rejects(wrapped.sendBatch({}), invalid)
+  await t.rejects(wrapped.send({ topic: 't', messages: [{ value: 'v' }], acks: 2 }), invalid)
+  await t.rejects(wrapped.send({ topic: 't', messages: [{ value: 'v' }], acks: 1 }), invalid, 'idempotent needs acks=-1')
+  await t.rejects(wrapped.send({ topic: 'bad topic', messages: [{ value: 'v' }] }), invalid)
+  await t.rejects(wrapped.sendBatch({ topicMessages: [null] }), invalid)
+  await t.rejects(wrapped.send({ topic: 't', messages: 'v' }), invalid)
+  await t.rejects(wrapped.send({ topic: 't', messages: [{ key: 'k' }] }), invalid)
+  await t.rejects(wrapped.send({ topic: 't', messages: [null] }), invalid)
+  t.same(await wrapped.sendBatch({ topicMessages: [] }), [])
+  t.equal(producer.calls.requests.length, 0)
+})
+
+t.test('results: each call gets its topics, and only its partitions when it named them', async (t) => {
+  const producer = fakeProducer()
+  const wrapped = wrapProducer(producer, { maxBatchMessages: 2 })
+  t.teardown(() => wrapped.disconnect())
+  const [split, named, other] = await Promise.all([
+    // Three messages over two requests: one entry per partition, the first's.
+    wrapped.send({ topic: 'a', messages: [{ value: 'a1' }, { value: 'a2' }, { value: 'a3' }] }),
+    wrapped.send({ topic: 'a', messages: [{ value: 'a4', partition: 1 }] }),
+    wrapped.send({ topic: 'b', messages: [{ value: Buffer.from('b1'), key: 7, headers: { one: 'x', many: ['y', Buffer.from('z')], none: null } }], timeout: 1000, compression: 1 }),
+  ])
+  // kafkajs partitions inside sendBatch: a call that let it choose gets every
+  // partition of its topic that its requests wrote (a4's partition 1 too).
+  t.same(split.map((e) => [e.topicName, e.partition]), [['a', 0], ['a', 1]])
+  t.same(named.map((e) => [e.topicName, e.partition]), [['a', 1]])
+  t.same(other.map((e) => e.topicName), ['b'])
+  const last = producer.calls.requests.at(-1)
+  t.equal(last.timeout, 1000)
+  t.equal(last.compression, 1)
+  t.equal(wrapped.isIdempotent(), false)
+})
+
+t.test('a request answered without metadata (acks=0) resolves with []', async (t) => {
+  const wrapped = wrapProducer(fakeProducer({ sendBatch: async () => undefined }))
+  t.teardown(() => wrapped.disconnect())
+  t.same(await wrapped.send({ topic: 't', acks: 0, messages: [{ value: 'v' }] }), [])
+})
+
+t.test('retriable errors are retried, others reject the callers with kafkajs\'s error unchanged', async (t) => {
+  let failures = 2
+  const transient = Object.assign(new Error('Connection error'), { name: 'KafkaJSNonRetriableError', retriable: false, cause: Object.assign(new Error('ECONNREFUSED'), { name: 'KafkaJSConnectionError', retriable: true }) })
+  const retrying = wrapProducer(fakeProducer({ sendBatch: async () => { if (failures-- > 0) throw transient; return [] } }), { retryBackoffMs: 1, maxRetryBackoffMs: 1 })
+  t.same(await retrying.send({ topic: 't', messages: [{ value: 'v' }] }), [])
+  t.equal(retrying.stats().retried, 2)
+  await retrying.disconnect()
+
+  const fatal = Object.assign(new Error('message too large'), { name: 'KafkaJSProtocolError', retriable: false })
+  const failing = wrapProducer(fakeProducer({ sendBatch: async () => { throw fatal } }))
+  await t.rejects(failing.send({ topic: 't', messages: [{ value: 'v' }] }), fatal)
+  await failing.disconnect()
+})
+
+t.test('isRetriable follows kafkajs: the flag, retries exhausted, or a retriable cause', async (t) => {
+  t.equal(isRetriable(null), false)
+  t.equal(isRetriable('boom'), false)
+  t.equal(isRetriable({ retriable: true }), true)
+  t.equal(isRetriable({ name: 'KafkaJSNumberOfRetriesExceeded', retriable: false }), true)
+  t.equal(isRetriable({ retriable: false, cause: { retriable: true } }), true)
+  t.equal(isRetriable({ retriable: false, cause: { retriable: false } }), false)
+  const loop = { retriable: false }
+  loop.cause = loop
+  t.equal(isRetriable(loop), false, 'a cause cycle ends')
+})
+
+t.test('disconnect() with a deadline rejects what is still pending, and disconnects anyway', async (t) => {
+  const producer = fakeProducer({ sendBatch: () => new Promise(() => {}) })
+  const wrapped = wrapProducer(producer)
+  const pending = wrapped.send({ topic: 't', messages: [{ value: 'v' }] })
+  await new Promise(setImmediate)
+  await t.rejects(wrapped.disconnect({ timeoutMs: 20 }), { code: 'ERR_IO_HYGIENE_TIMEOUT' })
+  await t.rejects(pending, { code: 'ERR_IO_HYGIENE_TIMEOUT' })
+  t.equal(producer.calls.disconnects, 1)
+  await t.rejects(wrapped.send({ topic: 't', messages: [{ value: 'v' }] }), { code: 'ERR_IO_HYGIENE_CLOSED' })
+})
+
+t.test('the producer surface passes through', async (t) => {
+  const producer = fakeProducer()
+  delete producer.isIdempotent
+  const wrapped = wrapProducer(producer)
+  t.equal(wrapped.events, producer.events)
+  t.equal(wrapped.isIdempotent(), false, 'a producer without isIdempotent() is not idempotent')
+  wrapped.on('producer.connect', () => {})
+  t.same(producer.calls.on, ['producer.connect'])
+  t.equal(typeof wrapped.logger().info, 'function')
+  await wrapped.connect()
+  await wrapped.transaction()
+  t.equal(producer.calls.transactions, 1)
+  await wrapped.flush()
+  await wrapped.disconnect()
+})
