@@ -24,6 +24,8 @@ function attachDebug (section, channel, format) {
 
 attachDebug('io-hygiene:dns', channels.dnsLookup,
   (m) => `lookup ${m.hostname} family=${m.family} ${m.source}${m.error ? ' error=' + m.error.code : ''}`)
+attachDebug('io-hygiene:dns', channels.dnsError,
+  (m) => `upstream error ${m.hostname} family=${m.family} ${m.error.code}${m.refresh ? ' (refresh; serving stale if allowed)' : ''}`)
 attachDebug('io-hygiene:dns', channels.dnsRefresh,
   (m) => `refresh ${m.hostname} ${m.error ? 'failed: ' + (m.error.code || m.error.message) : 'ok ttl=' + m.ttlMs + 'ms'}`)
 attachDebug('io-hygiene:batch', channels.batchFlush,

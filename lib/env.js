@@ -14,7 +14,6 @@ function envName (moduleName, key) {
 
 function parseValue (name, raw, expects) {
   if (expects.startsWith('integer')) {
-    if (expects.endsWith('| null') && raw === '') return null
     if (!/^\d+$/.test(raw)) throw new ERR_IO_HYGIENE_INVALID_ENV(name, 'a whole number', raw)
     return Number(raw)
   }

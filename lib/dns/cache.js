@@ -97,12 +97,8 @@ class DnsCache {
       entry.waiters.push(reply)
       return
     }
+    // Callers ask hit() first, so an answer here is past its TTL.
     if (entry.answer !== null) {
-      if (entry.fresh === true) {
-        this.#counters.hits++
-        if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'hit', null)
-        return reply(null, entry)
-      }
       if (now < entry.staleUntil) {
         this.#counters.staleServed++
         if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'stale', null)
@@ -169,7 +165,6 @@ class DnsCache {
       else this.#counters.fallbacks++
       const at = performance.now() + ttl
       entry.staleUntil = at + options.staleTtlMs
-      if (entry.answer === null) return
       if (ttl > 0) this.#expiry.schedule(entry, at)
       else this.#expiry.cancel(entry)
     })

@@ -18,6 +18,9 @@ class HostsFile {
   constructor (path, checkIntervalMs) {
     this.#path = path
     this.#checkIntervalMs = checkIntervalMs
+    // Read it now, off the lookup path: a first lookup then needs no file
+    // read beside its getaddrinfo.
+    if (path !== null) this.#refresh()
   }
 
   // callback(addresses | undefined): the file's addresses for `hostname`.
@@ -78,6 +81,7 @@ function parseHosts (text) {
 }
 
 function defaultHostsPath () {
+  /* c8 ignore next 3: Windows keeps it elsewhere; CI runs on Linux only */
   if (process.platform === 'win32') {
     return `${process.env.SystemRoot ?? 'C:\\Windows'}\\System32\\drivers\\etc\\hosts`
   }

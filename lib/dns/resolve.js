@@ -113,7 +113,7 @@ class Upstream {
         if (answer.length === 0 && mapped) {
           answer = records.map((r) => ({ address: `::ffff:${r.address}`, family: 6, ttl: r.ttl }))
         }
-        if (answer.length === 0) return onAnswer(pickError(errors, hostname))
+        if (answer.length === 0) return onAnswer(pickError(errors))
         let ttl = Infinity
         for (const r of answer) if (r.ttl < ttl) ttl = r.ttl
         onAnswer(null, answer.map((r) => ({ address: r.address, family: r.family })))
@@ -124,16 +124,11 @@ class Upstream {
 }
 
 // A transient error (timeout, SERVFAIL, refused) says more than "no such
-// name", so it wins; both pass through as c-ares made them.
-function pickError (errors, hostname) {
-  const transient = errors.find((e) => !isNotFound(e))
-  if (transient) return transient
-  if (errors.length > 0) return errors[0]
-  const err = new Error(`queryA ENODATA ${hostname}`)
-  err.code = 'ENODATA'
-  err.syscall = 'queryA'
-  err.hostname = hostname
-  return err
+// name", so it wins; both pass through as c-ares made them. (An empty answer
+// always comes with at least one error: every family asked either answered
+// or failed.)
+function pickError (errors) {
+  return errors.find((e) => !isNotFound(e)) ?? errors[0]
 }
 
 // Authoritative "no such name / no such record": the answer is gone, so it

@@ -1,0 +1,82 @@
+'use strict'
+
+// Shared by the benchmarks: libuv active-request sampling, percentiles and
+// the output (a readable table, or one JSON object with --json).
+
+// libuv requests as process.getActiveResourcesInfo() names them (handles and
+// timers are left out): GetAddrInfoReqWrap, FSReqCallback, WriteWrap, ...
+function isRequest (name) {
+  return name.endsWith('ReqWrap') || name.startsWith('FSReq') || name === 'WriteWrap' ||
+    name === 'SendWrap' || name === 'ShutdownWrap' || name === 'ConnectWrap'
+}
+
+function activeRequests () {
+  let n = 0
+  for (const name of process.getActiveResourcesInfo()) if (isRequest(name)) n++
+  return n
+}
+
+// Samples active requests every `everyMs` on an unref'd timer; sample() may
+// also be called by hand right after a synchronous burst, when the timer
+// cannot run.
+function requestSampler (everyMs = 2) {
+  let peak = 0
+  let sum = 0
+  let count = 0
+  const sample = () => {
+    const n = activeRequests()
+    if (n > peak) peak = n
+    sum += n
+    count++
+  }
+  const timer = setInterval(sample, everyMs)
+  timer.unref()
+  return {
+    sample,
+    stop () {
+      clearInterval(timer)
+      sample()
+      return { activeRequestsPeak: peak, activeRequestsMean: round(sum / count, 2) }
+    },
+  }
+}
+
+function percentile (sorted, p) {
+  if (sorted.length === 0) return 0
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
+}
+
+function round (n, digits = 1) {
+  const f = 10 ** digits
+  return Math.round(n * f) / f
+}
+
+// Prints `result` ({ bench, scenarios: [{ name, runs: [{ label, ... }] }] })
+// as JSON with --json, else as one table per scenario.
+function report (result, argv = process.argv) {
+  if (argv.includes('--json')) {
+    process.stdout.write(JSON.stringify(result) + '\n')
+    return
+  }
+  const lines = [`# ${result.bench}`]
+  for (const scenario of result.scenarios) {
+    lines.push('', `## ${scenario.name}${scenario.note ? ` (${scenario.note})` : ''}`)
+    const fields = [...new Set(scenario.runs.flatMap((run) => Object.keys(run)))]
+    const rows = [fields, ...scenario.runs.map((run) => fields.map((f) => format(run[f])))]
+    const widths = fields.map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)))
+    rows.forEach((row, i) => {
+      lines.push('| ' + row.map((cell, j) => String(cell).padEnd(widths[j])).join(' | ') + ' |')
+      if (i === 0) lines.push('|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|')
+    })
+  }
+  for (const note of result.notes ?? []) lines.push('', note)
+  process.stdout.write(lines.join('\n') + '\n\n')
+}
+
+function format (value) {
+  if (value === undefined || value === null) return '-'
+  if (typeof value === 'number') return Number.isInteger(value) ? value.toLocaleString('en-US') : value.toLocaleString('en-US', { maximumFractionDigits: 2 })
+  return String(value)
+}
+
+module.exports = { activeRequests, requestSampler, percentile, round, report, isRequest }

@@ -1,0 +1,222 @@
+'use strict'
+
+// `node bench/dns.js [--json]`: the same lookup workloads through Node's
+// dns.lookup (baseline), cacheable-lookup and io-hygiene, in one run, against
+// a real DNS server on loopback. It runs itself inside a private mount
+// namespace whose /etc/resolv.conf names that server, so Node's getaddrinfo
+// asks it too.
+const { namespaceSupport, randomLoopback, writeResolverFiles, spawnInNamespace } = require('../test/helpers/namespace')
+
+if (process.env.IO_HYGIENE_BENCH_NAMESERVER === undefined) {
+  const support = namespaceSupport()
+  if (support !== true) {
+    process.stderr.write(`bench/dns.js: skipped, ${support}\n`)
+    if (process.argv.includes('--json')) process.stdout.write(JSON.stringify({ bench: 'dns', skipped: support, scenarios: [] }) + '\n')
+  } else {
+    const nameserver = randomLoopback()
+    // The resolver's own defaults (timeout 5 s, 2 attempts): what a service has.
+    const files = writeResolverFiles({ nameserver, options: null })
+    const child = spawnInNamespace(files, [__filename, ...process.argv.slice(2)], {
+      stdio: 'inherit',
+      env: { ...process.env, IO_HYGIENE_BENCH_NAMESERVER: nameserver },
+    })
+    child.on('exit', (code) => {
+      require('node:fs').rmSync(files.dir, { recursive: true, force: true })
+      process.exitCode = code ?? 1
+    })
+  }
+} else {
+  main(process.env.IO_HYGIENE_BENCH_NAMESERVER).then(() => process.exit(0), (err) => {
+    console.error(err)
+    process.exit(1)
+  })
+}
+
+async function main (nameserver) {
+  const dns = require('node:dns')
+  // Count getaddrinfo calls: wrap dns.lookup before anything captures it.
+  const systemLookup = dns.lookup
+  let getaddrinfoCalls = 0
+  const { isIP } = require('node:net')
+  dns.lookup = function lookup (hostname, options, callback) {
+    if (typeof hostname === 'string' && hostname !== '' && isIP(hostname) === 0) getaddrinfoCalls++
+    return systemLookup.apply(this, arguments)
+  }
+  const { startDnsServer } = require('../test/helpers/dns-server')
+  const { createDnsCache } = require('..')
+  const { requestSampler, round, report } = require('./common')
+  const CacheableLookup = (await import('cacheable-lookup')).default
+
+  const server = await startDnsServer({ port: 53, address: nameserver })
+  const labels = [
+    { label: 'baseline', make: () => ({ lookup: dns.lookup, close () {} }) },
+    {
+      label: 'cacheable-lookup',
+      make: () => {
+        const cl = new CacheableLookup()
+        return { lookup: cl.lookup, close () { cl.clear() } }
+      },
+    },
+    {
+      label: 'io-hygiene',
+      make: () => {
+        const cache = createDnsCache()
+        return { lookup: cache.lookup, close () { cache.close() } }
+      },
+    },
+  ]
+
+  // For each label, with a fresh resolver and names of its own: prepare (not
+  // measured), then body, measured; collects the common fields.
+  async function scenario (name, body, prepare = async () => {}) {
+    const runs = []
+    for (const { label, make } of labels) {
+      const resolver = make()
+      const prefix = `${name}-${label}`
+      await prepare(resolver.lookup, prefix)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      server.resetCounts()
+      getaddrinfoCalls = 0
+      const sampler = requestSampler()
+      const start = process.hrtime.bigint()
+      const extra = await body(resolver.lookup, prefix, sampler)
+      const wallMs = Number(process.hrtime.bigint() - start) / 1e6
+      const active = sampler.stop()
+      // Let the work a lookup set off after answering (io-hygiene's TTL
+      // query) land in this label's counts.
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      runs.push({
+        label,
+        ...active,
+        upstreamQueries: server.queries,
+        getaddrinfoCalls,
+        wallMs: round(wallMs),
+        nsPerLookup: round(extra.nsPerLookup ?? (wallMs * 1e6) / extra.lookups),
+        errors: extra.errors,
+      })
+      resolver.close()
+    }
+    return { name, runs }
+  }
+
+  // Reference: Node's own IP-literal path, which never leaves the process.
+  let n = 0
+  const start = process.hrtime.bigint()
+  await new Promise((resolve) => {
+    const next = () => (++n < 1_000_000 ? systemLookup('10.0.0.1', {}, next) : resolve())
+    systemLookup('10.0.0.1', {}, next)
+  })
+  const ipLiteralNsPerLookup = round(Number(process.hrtime.bigint() - start) / n)
+
+  const scenarios = []
+
+  // burst: 10,000 concurrent lookups of one cold name.
+  scenarios.push(await scenario('burst', (lookup, prefix, sampler) => {
+    const host = `${prefix}.test`
+    server.set(host, { a: ['10.10.0.1'], aaaa: ['fd00::10:1'], ttl: 60 })
+    return new Promise((resolve) => {
+      const n = 10_000
+      let done = 0
+      let errors = 0
+      const cb = (err) => {
+        if (err) errors++
+        if (++done === n) resolve({ lookups: n, errors })
+      }
+      for (let i = 0; i < n; i++) lookup(host, {}, cb)
+      sampler.sample()
+    })
+  }))
+
+  // steady: ~5 s of lookups over 20 names with a 1 s TTL, 20 lookups every 5 ms.
+  const steadyMs = 5000
+  scenarios.push(await scenario('steady', (lookup, prefix) => {
+    const hosts = Array.from({ length: 20 }, (_, i) => `n${i}.${prefix}.test`)
+    hosts.forEach((host, i) => server.set(host, { a: [`10.11.0.${i + 1}`], ttl: 1 }))
+    return new Promise((resolve) => {
+      let issued = 0
+      let done = 0
+      let errors = 0
+      let finished = false
+      const cb = (err) => {
+        if (err) errors++
+        done++
+        if (finished && done === issued) resolve({ lookups: issued, errors })
+      }
+      const started = Date.now()
+      const timer = setInterval(() => {
+        if (Date.now() - started >= steadyMs) {
+          clearInterval(timer)
+          finished = true
+          if (done === issued) resolve({ lookups: issued, errors })
+          return
+        }
+        for (const host of hosts) {
+          issued++
+          lookup(host, {}, cb)
+        }
+      }, 5)
+    })
+  }))
+
+  // warm: 1e6 sequential lookups of a cached name (bounded to 10 s: the
+  // baseline asks getaddrinfo every time).
+  scenarios.push(await scenario('warm', (lookup, prefix) => {
+    const host = `${prefix}.test`
+    return new Promise((resolve) => {
+      const max = 1_000_000
+      const deadline = Date.now() + 10_000
+      let n = 0
+      let errors = 0
+      const start = process.hrtime.bigint()
+      const next = (err) => {
+        if (err) errors++
+        if (++n < max && (n % 1024 !== 0 || Date.now() < deadline)) return lookup(host, {}, next)
+        resolve({ lookups: n, errors, nsPerLookup: Number(process.hrtime.bigint() - start) / n })
+      }
+      lookup(host, {}, next)
+    })
+  }, async (lookup, prefix) => {
+    const host = `${prefix}.test`
+    server.set(host, { a: ['10.12.0.1'], ttl: 300 })
+    await new Promise((resolve) => lookup(host, {}, resolve))
+  }))
+
+  // outage: the server blackholes after the TTL has expired; time to answer
+  // 4 concurrent lookups (no more than the thread pool, so the baseline's time
+  // is the resolver's own timeout, not a queue; resolver defaults apply).
+  scenarios.push(await scenario('outage', async (lookup, prefix, sampler) => {
+    const host = `${prefix}.test`
+    server.mode = 'blackhole'
+    const n = 4
+    const latencies = []
+    let errors = 0
+    await new Promise((resolve) => {
+      let done = 0
+      for (let i = 0; i < n; i++) {
+        const t0 = process.hrtime.bigint()
+        lookup(host, {}, (err) => {
+          latencies.push(Number(process.hrtime.bigint() - t0))
+          if (err) errors++
+          if (++done === n) resolve()
+        })
+      }
+      sampler.sample()
+    })
+    server.mode = 'answer'
+    return { lookups: n, errors, nsPerLookup: latencies.reduce((a, b) => a + b, 0) / n }
+  }, async (lookup, prefix) => {
+    const host = `${prefix}.test`
+    server.set(host, { a: ['10.13.0.1'], ttl: 1 })
+    await new Promise((resolve) => lookup(host, {}, resolve))
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+  }))
+
+  await server.close()
+  report({
+    bench: 'dns',
+    node: process.version,
+    reference: { ipLiteralNsPerLookup },
+    scenarios,
+    notes: [`Node's own IP-literal path (no resolution at all): ${ipLiteralNsPerLookup} ns per lookup in this run.`],
+  })
+}
