@@ -279,6 +279,31 @@ t.test('buffered metrics are flushed on exit', async (t) => {
   }
 })
 
+t.test('the exit flush sends synchronously to the last known address (in-process)', async (t) => {
+  // A fresh copy of the module, so that its "exiting" state stays its own;
+  // its 'exit' listener is called directly instead of exiting this process.
+  const file = require.resolve('../lib/statsd')
+  const cached = require.cache[file]
+  delete require.cache[file]
+  const fresh = require('../lib/statsd')
+  require.cache[file] = cached
+  const r = await receiver(t)
+  const { server, cache } = await dnsWithCache(t)
+  server.set('exit.test', { a: ['127.0.0.1'], ttl: 60 })
+  const before = process.listeners('exit')
+  const client = fresh.createStatsd({ host: 'exit.test', port: r.port, dnsCache: cache, bufferFlushInterval: NEVER })
+  t.teardown(() => client.close())
+  const onExit = process.listeners('exit').find((fn) => !before.includes(fn))
+  client.increment('first')
+  await new Promise((resolve) => client.flush(resolve))
+  const lookups = client.stats().lookups
+  for (let i = 0; i < 10; i++) client.increment('late')
+  onExit(0)
+  t.equal(client.stats().packets, 2, 'handed to the socket within the exit listener')
+  t.equal(client.stats().lookups, lookups, 'answered without asking the cache')
+  t.ok(await r.waitFor(11))
+})
+
 t.test('the host record changes: metrics follow within the TTL, one lookup per expiry', async (t) => {
   const r1 = await receiver(t, { address: '127.0.0.1' })
   const r2 = await receiver(t, { address: '127.0.0.2', port: r1.port })
