@@ -1,0 +1,111 @@
+/// <reference types="node" />
+import type { LookupAddress, LookupAllOptions, LookupOneOptions, LookupOptions } from 'node:dns'
+
+export type ErrorCode =
+  | 'ERR_IO_HYGIENE_UNKNOWN_OPTION'
+  | 'ERR_IO_HYGIENE_INVALID_OPTION'
+  | 'ERR_IO_HYGIENE_OPTION_RANGE'
+  | 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS'
+  | 'ERR_IO_HYGIENE_INVALID_ARGUMENT'
+  | 'ERR_IO_HYGIENE_INVALID_ENV'
+  | 'ERR_IO_HYGIENE_ALREADY_INSTALLED'
+  | 'ERR_IO_HYGIENE_QUEUE_FULL'
+  | 'ERR_IO_HYGIENE_CLOSED'
+  | 'ERR_IO_HYGIENE_TIMEOUT'
+  | 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT'
+  | 'ERR_IO_HYGIENE_ITEM_TOO_LARGE'
+  | 'ERR_IO_HYGIENE_INVALID_RESULT'
+  | 'ERR_IO_HYGIENE_MISSING_PEER'
+
+export interface IoHygieneError extends Error {
+  code: ErrorCode
+}
+
+/** Every ERR_IO_HYGIENE_* error class, by code. */
+export declare const errors: { readonly [K in ErrorCode]: new (...args: any[]) => IoHygieneError }
+
+export interface DnsOptions {
+  /** Names kept (least recently used dropped first). Default 10000. */
+  maxEntries?: number
+  /** Shortest time an answer is kept, whatever its TTL says. Default 1000. */
+  minTtlMs?: number
+  /** Longest time an answer is kept, whatever its TTL says. Default 300000. */
+  maxTtlMs?: number
+  /** Lifetime of answers DNS gave no TTL for (hosts file, search domains). Default 10000. */
+  fallbackTtlMs?: number
+  /** How long past its TTL an answer may be served while DNS fails. Default 86400000. */
+  staleTtlMs?: number
+  /** How long an error is cached, and the wait between failed refreshes. Default 1000. */
+  errorTtlMs?: number
+  /** Timeout of each c-ares query (TTL queries, and answers in `servers` mode). Default 2000. */
+  queryTimeoutMs?: number
+  /** Interval of the sweep that drops entries no longer servable. Default 60000. */
+  sweepIntervalMs?: number
+  /** Ask these DNS servers with c-ares instead of the system resolver. Default null. */
+  servers?: string[] | null
+  /** The hosts file consulted first; null for none. Default /etc/hosts. */
+  hostsFile?: string | null
+}
+
+export interface DnsStats {
+  hits: number
+  misses: number
+  coalesced: number
+  staleServed: number
+  negativeHits: number
+  fallbacks: number
+  refreshes: number
+  upstreamLookups: number
+  ttlQueries: number
+  upstreamQueries: number
+  errors: Record<string, number>
+  entries: number
+}
+
+export interface LookupFunction {
+  (hostname: string, family: number, callback: (err: NodeJS.ErrnoException | null, address: string, family: number) => void): void
+  (hostname: string, options: LookupOneOptions, callback: (err: NodeJS.ErrnoException | null, address: string, family: number) => void): void
+  (hostname: string, options: LookupAllOptions, callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void): void
+  (hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family: number) => void): void
+  (hostname: string, callback: (err: NodeJS.ErrnoException | null, address: string, family: number) => void): void
+}
+
+export interface LookupAsyncFunction {
+  (hostname: string, family: number): Promise<LookupAddress>
+  (hostname: string, options: LookupOneOptions): Promise<LookupAddress>
+  (hostname: string, options: LookupAllOptions): Promise<LookupAddress[]>
+  (hostname: string, options: LookupOptions): Promise<LookupAddress | LookupAddress[]>
+  (hostname: string): Promise<LookupAddress>
+}
+
+export interface DnsCache {
+  /** dns.lookup's contract, answered from the cache. */
+  readonly lookup: LookupFunction
+  /** dns.promises.lookup's contract, answered from the cache. */
+  readonly lookupAsync: LookupAsyncFunction
+  readonly closed: boolean
+  stats(): DnsStats
+  clear(): void
+  close(): void
+}
+
+export declare function createDnsCache(options?: DnsOptions): DnsCache
+
+export interface InstallOptions {
+  /** The dns.lookup cache; false leaves dns.lookup alone. Default true. */
+  dns?: boolean | DnsOptions
+}
+
+export interface Installation {
+  /** The installed cache, or null when the dns module is off. */
+  readonly dns: DnsCache | null
+  /** Same as the top-level uninstall(). */
+  uninstall(): boolean
+}
+
+/** Patches process-wide behaviour; idempotent for the same options. */
+export declare function install(options?: InstallOptions): Installation
+/** Undoes install(); false if someone wrapped a patched function after us. */
+export declare function uninstall(): boolean
+/** The current installation, or null. */
+export declare function installed(): Installation | null
