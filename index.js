@@ -2,6 +2,9 @@
 
 const { install, uninstall, installed } = require('./lib/install')
 const { createDnsCache } = require('./lib/dns')
+const { createBatcher } = require('./lib/batch')
+const { wrapProducer } = require('./lib/kafka')
+const { createStatsd, wrapStatsd } = require('./lib/statsd')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -9,5 +12,9 @@ module.exports = {
   uninstall,
   installed,
   createDnsCache,
+  createBatcher,
+  wrapProducer,
+  createStatsd,
+  wrapStatsd,
   errors: errors.codes,
 }
