@@ -1,5 +1,7 @@
 /// <reference types="node" />
 import type { LookupAddress, LookupAllOptions, LookupOneOptions, LookupOptions } from 'node:dns'
+import type { SocketOptions } from 'node:dgram'
+import type { StatsD, ClientOptions } from 'hot-shots'
 
 export type ErrorCode =
   | 'ERR_IO_HYGIENE_UNKNOWN_OPTION'
@@ -109,3 +111,88 @@ export declare function install(options?: InstallOptions): Installation
 export declare function uninstall(): boolean
 /** The current installation, or null. */
 export declare function installed(): Installation | null
+
+// batch
+
+export interface BatcherSendInfo { group: unknown; attempt: number }
+
+export interface BatcherOptions<T, R = unknown> {
+  send: (items: T[], info: BatcherSendInfo) => Promise<R[] | void> | R[] | void
+  name?: string
+  flushIntervalMs?: number
+  maxBatchItems?: number
+  maxBatchBytes?: number
+  maxQueuedItems?: number
+  maxQueuedBytes?: number
+  overflow?: 'wait' | 'reject'
+  maxWaitMs?: number
+  concurrency?: number
+  deliveryTimeoutMs?: number
+  retryBackoffMs?: number
+  maxRetryBackoffMs?: number
+  flushWhenIdle?: boolean
+  flushOnSignals?: boolean
+  shutdownTimeoutMs?: number
+  sizeOf?: (item: T) => number
+  groupOf?: ((item: T) => unknown) | null
+  isRetriable?: (err: unknown) => boolean
+}
+
+export interface BatcherStats {
+  queued: number
+  queuedBytes: number
+  waiting: number
+  inFlight: number
+  batchesInFlight: number
+  flushed: number
+  rejected: number
+  dropped: number
+  retried: number
+  flushes: number
+  flushErrors: number
+  flushLatencyMs: { bounds: readonly number[]; counts: number[] }
+}
+
+export interface Batcher<T, R = unknown> {
+  readonly name: string
+  readonly closed: boolean
+  push(item: T): Promise<R>
+  flush(options?: { timeoutMs?: number | null }): Promise<void>
+  close(options?: { timeoutMs?: number | null }): Promise<void>
+  stats(): BatcherStats
+}
+
+export declare function createBatcher<T, R = unknown>(options: BatcherOptions<T, R>): Batcher<T, R>
+
+// statsd
+
+export interface StatsdOptions extends Omit<ClientOptions, 'cacheDns' | 'cacheDnsTtl' | 'udpSocketOptions' | 'errorHandler'> {
+  cacheDns?: false
+  udpSocketOptions?: Omit<SocketOptions, 'lookup'> | null
+  errorHandler?: ((error: Error) => void) | null
+  dnsCache?: { lookup: typeof import('node:dns').lookup } | DnsCache | null
+  flushOnExit?: boolean
+  closeTimeoutMs?: number
+  hotShotsOptions?: Record<string, unknown> | null
+}
+
+export interface StatsdStats {
+  packets: number
+  bytes: number
+  droppedPackets: number
+  errors: number
+  errorsByCode: Record<string, number>
+  handlerErrors: number
+  lookups: number
+  lookupErrors: number
+  lastKnownAddressUses: number
+  closeTimeouts: number
+}
+
+export type IoHygieneStatsd<T extends StatsD = StatsD> = Omit<T, 'close'> & {
+  close(callback?: () => void): Promise<void>
+  stats(): StatsdStats
+}
+
+export declare function createStatsd(options?: StatsdOptions): IoHygieneStatsd
+export declare function wrapStatsd<T extends StatsD>(client: T, options?: { flushOnExit?: boolean; closeTimeoutMs?: number }): IoHygieneStatsd<T>

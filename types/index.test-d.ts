@@ -1,6 +1,6 @@
 import { expectError, expectType } from 'tsd'
 import type { LookupAddress } from 'node:dns'
-import { createDnsCache, install, installed, uninstall, errors, type DnsCache, type DnsStats, type Installation } from '.'
+import { createBatcher, createDnsCache, createStatsd, install, installed, uninstall, errors, type BatcherStats, type DnsCache, type DnsStats, type Installation, type StatsdStats } from '.'
 
 const handle = install({ dns: { maxTtlMs: 60_000, servers: ['127.0.0.1:53'], hostsFile: null } })
 expectType<Installation>(handle)
@@ -27,3 +27,14 @@ expectType<Promise<LookupAddress[]>>(cache.lookupAsync('example.test', { all: tr
 
 const code: string = new errors.ERR_IO_HYGIENE_CLOSED('batcher').code
 expectType<string>(code)
+
+const batcher = createBatcher<string, number>({ send: async (items) => items.map((s) => s.length), maxBatchItems: 10 })
+expectType<Promise<number>>(batcher.push('x'))
+expectType<BatcherStats>(batcher.stats())
+expectError(createBatcher<string>({ send: async () => {}, overflow: 'drop' }))
+
+const statsd = createStatsd({ host: 'statsd.test', port: 8125, maxBufferSize: 1432 })
+statsd.increment('requests')
+expectType<Promise<void>>(statsd.close())
+expectType<StatsdStats>(statsd.stats())
+expectError(createStatsd({ cacheDns: true }))
