@@ -26,6 +26,8 @@ const PARTITIONS = 3
 const VALUE_BYTES = 100
 // A run that has not finished by then stops sending; what is left is reported.
 const RUN_DEADLINE_MS = 240_000
+// What the run in progress has done so far, for the progress lines on stderr.
+let progressOf = () => ({})
 
 function value (n) {
   const head = `${n}:`
@@ -63,6 +65,7 @@ async function drive ({ sendChunk, chunk, callers, onProgress }) {
   const latencies = []
   const ackedSet = new Set()
   const deadline = Date.now() + RUN_DEADLINE_MS
+  progressOf = () => ({ sent: next, acked, rejected })
   const caller = async () => {
     while (next < MESSAGES && Date.now() < deadline) {
       const first = next
@@ -84,8 +87,14 @@ async function drive ({ sendChunk, chunk, callers, onProgress }) {
       onProgress?.(acked)
     }
   }
-  await Promise.all(Array.from({ length: callers }, caller))
-  return { acked, rejected, latencies, ackedSet, unsent: MESSAGES - next }
+  // Bounded: sends still unsettled a minute past the deadline are reported
+  // as pending instead of holding the benchmark forever.
+  let watchdog
+  const bound = new Promise((resolve) => { watchdog = setTimeout(resolve, RUN_DEADLINE_MS + 60_000) })
+  await Promise.race([Promise.all(Array.from({ length: callers }, caller)), bound])
+  clearTimeout(watchdog)
+  const settled = acked + rejected
+  return { acked, rejected, latencies, ackedSet, unsent: MESSAGES - next, pending: next - settled }
 }
 
 async function run ({ label, kafka, broker, scenario }) {
@@ -164,19 +173,26 @@ async function run ({ label, kafka, broker, scenario }) {
   }
   if (scenario === 'restart') Object.assign(out, { rejected: result.rejected, lost, duplicated })
   if (result.unsent > 0) out.unsent = result.unsent
+  if (result.pending > 0) out.pending = result.pending
   return out
 }
 
 async function main () {
   const broker = await startKafka({ partitions: PARTITIONS })
+  // Ctrl-C or a CI timeout: take the broker down with us.
+  for (const signal of ['SIGINT', 'SIGTERM']) {
+    process.once(signal, () => broker.kill().finally(() => process.exit(130)))
+  }
   const kafka = new Kafka({ clientId: 'io-hygiene-bench', brokers: broker.brokers, logLevel: process.env.KAFKA_BENCH_LOG ? logLevel.ERROR : logLevel.NOTHING })
   const scenarios = []
   try {
     for (const scenario of ['throughput', 'restart']) {
       const runs = []
       for (const label of ['baseline', 'io-hygiene', 'hand-batched']) {
+        const progress = setInterval(() => process.stderr.write(`  ${label}: ${JSON.stringify(progressOf())}\n`), 10_000).unref()
         if (!process.argv.includes('--json')) process.stderr.write(`${scenario} ${label}...\n`)
         runs.push(await run({ label, kafka, broker, scenario }))
+        clearInterval(progress)
       }
       scenarios.push({ name: scenario, runs })
     }

@@ -324,14 +324,19 @@ async function startKafka ({ dir, heapMb = 512, partitions = 1, timeoutMs } = {}
   dir = dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafka-'))
   fs.mkdirSync(dir, { recursive: true })
   const broker = new KafkaBroker({ classpath, dir, ownDir, heapMb })
-  await broker.init({ partitions })
   live.add(broker)
   const close = broker.close.bind(broker)
   broker.close = async () => {
     await close()
     live.delete(broker)
   }
-  await broker.start({ timeoutMs })
+  try {
+    await broker.init({ partitions })
+    await broker.start({ timeoutMs })
+  } catch (error) {
+    await broker.close()
+    throw error
+  }
   return broker
 }
 
