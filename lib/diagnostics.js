@@ -27,7 +27,7 @@ attachDebug('io-hygiene:dns', channels.dnsLookup,
 attachDebug('io-hygiene:dns', channels.dnsError,
   (m) => `upstream error ${m.hostname} family=${m.family} ${m.error.code}${m.refresh ? ' (refresh; serving stale if allowed)' : ''}`)
 attachDebug('io-hygiene:dns', channels.dnsRefresh,
-  (m) => `refresh ${m.hostname} ${m.error ? 'failed: ' + (m.error.code || m.error.message) : 'ok ttl=' + m.ttlMs + 'ms'}`)
+  (m) => `refresh ${m.hostname} ${m.error ? 'failed: ' + m.error.code : 'ok'}`)
 attachDebug('io-hygiene:batch', channels.batchFlush,
   (m) => `flush ${m.name} items=${m.items} bytes=${m.bytes}${m.error ? ' error=' + (m.error.code || m.error.message) : ''}`)
 attachDebug('io-hygiene:batch', channels.batchReject,

@@ -100,14 +100,52 @@ t.test('patch: undo restores once, and only while the wrapper is still in place'
   t.equal(target.fn(), 'theirs')
 })
 
-t.test('NODE_DEBUG=io-hygiene* logs lookups through the channel subscriber', async (t) => {
+t.test('NODE_DEBUG=io-hygiene* logs lookups, refreshes and errors through channel subscribers', async (t) => {
   const code = `
     const { createDnsCache } = require(${JSON.stringify(require.resolve('..'))})
-    const cache = createDnsCache({ hostsFile: null, servers: ['127.0.0.1:1'], queryTimeoutMs: 50 })
-    cache.lookup('nowhere.invalid', () => { cache.close() })`
+    const { startDnsServer } = require(${JSON.stringify(require.resolve('./helpers/dns-server'))})
+    const lookup = (cache, name) => new Promise((resolve) => cache.lookup(name, () => resolve()))
+    ;(async () => {
+      const server = await startDnsServer()
+      server.set('a.test', { a: ['10.0.0.1'], ttl: 1 })
+      const cache = createDnsCache({ hostsFile: null, servers: [server.server], minTtlMs: 0, queryTimeoutMs: 100 })
+      await lookup(cache, 'a.test')
+      await lookup(cache, 'nowhere.test')
+      await lookup(cache, 'nowhere.test')
+      await new Promise((resolve) => setTimeout(resolve, 1100))
+      server.mode = 'servfail'
+      await lookup(cache, 'a.test')
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      server.mode = 'answer'
+      await new Promise((resolve) => setTimeout(resolve, 1100))
+      await lookup(cache, 'a.test')
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      cache.close()
+      await server.close()
+    })()`
   const { stderr } = await util.promisify(execFile)(process.execPath, ['-e', code], { env: { ...process.env, NODE_DEBUG: 'io-hygiene*' } })
-  t.match(stderr, /IO-HYGIENE:DNS \d+: lookup nowhere\.invalid family=0 miss/)
-  t.match(stderr, /IO-HYGIENE:DNS \d+: upstream error nowhere\.invalid family=0 E[A-Z]+\n/)
+  t.match(stderr, /IO-HYGIENE:DNS \d+: lookup a\.test family=0 miss\n/)
+  t.match(stderr, /IO-HYGIENE:DNS \d+: upstream error nowhere\.test family=0 ENOTFOUND\n/)
+  t.match(stderr, /IO-HYGIENE:DNS \d+: lookup nowhere\.test family=0 negative error=ENOTFOUND\n/)
+  t.match(stderr, /IO-HYGIENE:DNS \d+: lookup a\.test family=0 stale\n/)
+  t.match(stderr, /IO-HYGIENE:DNS \d+: upstream error a\.test family=0 ESERVFAIL \(refresh; serving stale if allowed\)\n/)
+  t.match(stderr, /IO-HYGIENE:DNS \d+: refresh a\.test failed: ESERVFAIL\n/)
+  t.match(stderr, /IO-HYGIENE:DNS \d+: refresh a\.test ok/)
+})
+
+t.test('after a failed refresh the stale answer is served without a new refresh until errorTtlMs passes', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, errorTtlMs: 60_000 })
+  server.set('backoff.test', { a: ['10.6.6.1'], ttl: 1 })
+  await lookup('backoff.test')
+  await sleep(1100)
+  server.mode = 'refuse'
+  await lookup('backoff.test')
+  t.ok(await eventually(() => cache.stats().errors.EREFUSED === 1))
+  server.mode = 'answer'
+  for (let i = 0; i < 10; i++) t.equal((await lookup('backoff.test')).address, '10.6.6.1')
+  const stale = await cache.lookupAsync('backoff.test')
+  t.same(stale, { address: '10.6.6.1', family: 4 }, 'the promise API serves stale too')
+  t.equal(cache.stats().refreshes, 1, 'no refresh before errorTtlMs')
 })
 
 t.test('stale answers follow a record that moved, one refresh per expiry', async (t) => {

@@ -39,6 +39,24 @@ t.test('install() is idempotent for the same options and refuses different ones'
   ioHygiene.uninstall()
   const c = ioHygiene.install({ dns: true })
   t.equal(ioHygiene.install(), c, 'true and the defaults are the same options')
+  ioHygiene.uninstall()
+  ioHygiene.install({ dns: false })
+  t.throws(() => ioHygiene.install(), { code: 'ERR_IO_HYGIENE_ALREADY_INSTALLED' })
+})
+
+t.test('a module that fails to apply undoes the ones applied before it', async (t) => {
+  const failing = {
+    name: 'failing',
+    enabledByDefault: true,
+    spec: () => ({}),
+    apply: () => { throw new Error('cannot apply') },
+  }
+  modules.push(failing)
+  t.teardown(() => modules.splice(modules.indexOf(failing), 1))
+  t.throws(() => ioHygiene.install(), { message: 'cannot apply' })
+  t.equal(dns.lookup, originalLookup, 'dns was applied, then undone')
+  t.equal(dns.promises.lookup, originalPromise)
+  t.equal(ioHygiene.installed(), null)
 })
 
 t.test('bad options throw before anything is touched', async (t) => {
