@@ -65,6 +65,7 @@ const specOf = (defaults) => Object.fromEntries(Object.entries(defaults).map(([k
 const modules = {
   dns: require('../lib/dns').spec,
   batch: require('../lib/batch').spec,
+  kafka: require('../lib/kafka').spec,
   statsd: specOf(require('../lib/statsd').defaults),
 }
 

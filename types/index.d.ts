@@ -196,3 +196,55 @@ export type IoHygieneStatsd<T extends StatsD = StatsD> = Omit<T, 'close'> & {
 
 export declare function createStatsd(options?: StatsdOptions): IoHygieneStatsd
 export declare function wrapStatsd<T extends StatsD>(client: T, options?: { flushOnExit?: boolean; closeTimeoutMs?: number }): IoHygieneStatsd<T>
+
+// kafka
+
+export interface WrapProducerOptions {
+  lingerMs?: number
+  maxBatchMessages?: number
+  maxBatchBytes?: number
+  maxQueuedMessages?: number
+  maxQueuedBytes?: number
+  overflow?: 'wait' | 'reject'
+  maxQueueWaitMs?: number
+  deliveryTimeoutMs?: number
+  retryBackoffMs?: number
+  maxRetryBackoffMs?: number
+}
+
+export interface KafkaProducerLike {
+  connect(): Promise<void>
+  disconnect(): Promise<void>
+  sendBatch(batch: any): Promise<any[]>
+  send?(record: any): Promise<any[]>
+  on(event: string, listener: (e: any) => void): () => void
+  transaction(): Promise<any>
+  isIdempotent?(): boolean
+  logger(): any
+  events: Record<string, string>
+}
+
+export interface RecordMetadata {
+  topicName: string
+  partition: number
+  errorCode: number
+  baseOffset?: string
+  logAppendTime?: string
+  logStartOffset?: string
+}
+
+export interface WrappedProducer<P extends KafkaProducerLike = KafkaProducerLike> {
+  connect(): Promise<void>
+  disconnect(options?: { timeoutMs?: number | null }): Promise<void>
+  send(record: { topic: string; messages: unknown[]; acks?: -1 | 0 | 1; timeout?: number; compression?: number }): Promise<RecordMetadata[]>
+  sendBatch(batch: { topicMessages: Array<{ topic: string; messages: unknown[] }>; acks?: -1 | 0 | 1; timeout?: number; compression?: number }): Promise<RecordMetadata[]>
+  flush(options?: { timeoutMs?: number | null }): Promise<void>
+  stats(): BatcherStats
+  on: P['on']
+  events: P['events']
+  transaction: P['transaction']
+  logger: P['logger']
+  isIdempotent(): boolean
+}
+
+export declare function wrapProducer<P extends KafkaProducerLike>(producer: P, options?: WrapProducerOptions): WrappedProducer<P>

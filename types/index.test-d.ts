@@ -1,6 +1,6 @@
 import { expectError, expectType } from 'tsd'
 import type { LookupAddress } from 'node:dns'
-import { createBatcher, createDnsCache, createStatsd, install, installed, uninstall, errors, type BatcherStats, type DnsCache, type DnsStats, type Installation, type StatsdStats } from '.'
+import { wrapProducer, type RecordMetadata, createBatcher, createDnsCache, createStatsd, install, installed, uninstall, errors, type BatcherStats, type DnsCache, type DnsStats, type Installation, type StatsdStats } from '.'
 
 const handle = install({ dns: { maxTtlMs: 60_000, servers: ['127.0.0.1:53'], hostsFile: null } })
 expectType<Installation>(handle)
@@ -38,3 +38,9 @@ statsd.increment('requests')
 expectType<Promise<void>>(statsd.close())
 expectType<StatsdStats>(statsd.stats())
 expectError(createStatsd({ cacheDns: true }))
+
+declare const kafkajsProducer: import('kafkajs').Producer
+const producer = wrapProducer(kafkajsProducer, { lingerMs: 5 })
+expectType<Promise<RecordMetadata[]>>(producer.send({ topic: 't', messages: [{ value: 'v' }] }))
+expectType<Promise<void>>(producer.flush({ timeoutMs: 1000 }))
+expectError(wrapProducer(kafkajsProducer, { linger: 5 }))
