@@ -97,7 +97,7 @@ function sameOptions (a, b) {
     const x = a[key]
     const y = b[key]
     if (x === y) continue
-    if (!x || !y || typeof x !== 'object' || typeof y !== 'object') return false
+    if (!x || !y) return false // one of them is off (false)
     for (const k of Object.keys(x)) {
       const u = x[k]
       const v = y[k]

@@ -177,8 +177,11 @@ function run ({ nameserver }) {
     await eventually(() => cache.stats().fallbacks >= 2 && server.count('dual.test') >= 4)
     t.equal(server.count('hosts.test'), 0, 'no DNS query for a hosts-file name')
     t.equal(server.count('short', 'A'), 1, 'the TTL query for a search-domain name')
-    t.equal(server.count('dual.test', 'A'), 2, `getaddrinfo A + the TTL query ${JSON.stringify([...server.queriesByName])}`)
-    t.equal(server.count('dual.test', 'AAAA'), 2, 'getaddrinfo AAAA + the TTL query')
+    // The cache's own counts: one getaddrinfo per name, and TTL queries only
+    // for the families DNS answered (the server's counts also see glibc's
+    // retransmissions when this process is slow to answer).
+    t.match(cache.stats(), { upstreamLookups: 3, ttlQueries: 3 }, 'one getaddrinfo per name; A for short, A and AAAA for dual.test')
+    t.ok(server.count('dual.test', 'AAAA') >= 1)
     t.equal(cache.stats().fallbacks, 2)
     const before = server.queries
     for (let i = 0; i < 100; i++) {
