@@ -40,7 +40,8 @@ t.test('install() is idempotent for the same options and refuses different ones'
   const c = ioHygiene.install({ dns: true })
   t.equal(ioHygiene.install(), c, 'true and the defaults are the same options')
   ioHygiene.uninstall()
-  ioHygiene.install({ dns: false })
+  const off = ioHygiene.install({ dns: false })
+  t.equal(ioHygiene.install({ dns: false }), off)
   t.throws(() => ioHygiene.install(), { code: 'ERR_IO_HYGIENE_ALREADY_INSTALLED' })
 })
 

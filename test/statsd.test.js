@@ -42,16 +42,7 @@ function dgramCapturesLookup () {
   })
 }
 
-async function eventually (fn, ms = 10_000, everyMs = 20) {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = await fn()
-    if (value || Date.now() > deadline) return value
-    await new Promise((resolve) => setTimeout(resolve, everyMs))
-  }
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const { eventually, sleep } = require('./helpers/wait')
 
 async function receiver (t, options) {
   const r = await startStatsdReceiver(options)

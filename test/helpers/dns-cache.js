@@ -2,6 +2,7 @@
 
 const { startDnsServer } = require('./dns-server')
 const { createDnsCache } = require('../..')
+const { eventually, sleep } = require('./wait')
 
 // A test DNS server and a cache that asks it (pure c-ares mode), both closed
 // at teardown. Returns { server, cache, lookup, lookupAll }.
@@ -18,17 +19,5 @@ async function cacheWithServer (t, options = {}) {
   })
   return { server, cache, lookup, lookupAll }
 }
-
-// Polls `fn` until it returns truthy, at most `ms`; returns its last value.
-async function eventually (fn, ms = 5000, everyMs = 20) {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = await fn()
-    if (value || Date.now() > deadline) return value
-    await new Promise((resolve) => setTimeout(resolve, everyMs))
-  }
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 module.exports = { cacheWithServer, eventually, sleep }
