@@ -20,6 +20,8 @@ const { wrapProducer } = require('../lib/kafka')
 const quick = process.argv.includes('--quick')
 const MESSAGES = Number(process.env.KAFKA_BENCH_MESSAGES ?? (quick ? 10_000 : 50_000))
 const OUTAGE_MS = Number(process.env.KAFKA_BENCH_OUTAGE_MS ?? (quick ? 5_000 : 15_000))
+// KAFKA_BENCH_SCENARIOS=throughput runs a subset, for quicker iterations.
+const SCENARIOS = (process.env.KAFKA_BENCH_SCENARIOS ?? 'throughput,restart').split(',')
 const IN_FLIGHT = 1_000
 const HAND_BATCH = 500
 const PARTITIONS = 3
@@ -186,7 +188,7 @@ async function main () {
   const kafka = new Kafka({ clientId: 'io-hygiene-bench', brokers: broker.brokers, logLevel: process.env.KAFKA_BENCH_LOG ? logLevel.ERROR : logLevel.NOTHING })
   const scenarios = []
   try {
-    for (const scenario of ['throughput', 'restart']) {
+    for (const scenario of SCENARIOS) {
       const runs = []
       for (const label of ['baseline', 'io-hygiene', 'hand-batched']) {
         const progress = setInterval(() => process.stderr.write(`  ${label}: ${JSON.stringify(progressOf())}\n`), 10_000).unref()
