@@ -122,10 +122,15 @@ function createPromiseLookup (cache, original) {
   return lookup
 }
 
+// process.nextTick, read at each call as Node's own lookup does, so that fake
+// timers that replace it see our callbacks too.
 function reply (callback, entry, all, order) {
-  const list = ordered(entry, resultOrder(order))
+  const list = ordered(entry, order === 0 ? resultOrder(0) : order)
   if (all) process.nextTick(callback, null, copyAll(list))
-  else process.nextTick(callback, null, list[0].address, list[0].family)
+  else {
+    const first = list[0]
+    process.nextTick(callback, null, first.address, first.family)
+  }
 }
 
 function shape (entry, all, order) {
