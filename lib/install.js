@@ -11,6 +11,7 @@ const modules = [
     name: 'dns',
     enabledByDefault: true,
     spec: () => require('./dns').spec,
+    check: (cfg, where) => require('./dns').check(cfg, where),
     apply: (cfg) => require('./dns').installDns(cfg),
   },
 ]
@@ -31,7 +32,13 @@ function validate (options) {
   const out = {}
   for (const mod of modules) {
     const value = top[mod.name]
-    out[mod.name] = value === false ? false : resolve(`install({ ${mod.name} })`, mod.spec(), value === true ? {} : value)
+    if (value === false) {
+      out[mod.name] = false
+      continue
+    }
+    const at = `install({ ${mod.name} })`
+    out[mod.name] = resolve(at, mod.spec(), value === true ? {} : value)
+    mod.check?.(out[mod.name], at)
   }
   return out
 }

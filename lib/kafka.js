@@ -2,7 +2,7 @@
 
 const { createBatcher } = require('./batch')
 const { integer, oneOf, resolve } = require('./options')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('./errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE } = require('./errors')
 
 // Defaults, and why, are in the README's kafka table; a test keeps the two equal.
 const spec = {
@@ -92,9 +92,11 @@ class WrappedProducer {
   #idempotent
   #busy = false // a request is in flight
   #kicked = false // a send found the producer idle and asked for a flush
+  #maxBatchBytes
 
   constructor (producer, options) {
     this.#producer = producer
+    this.#maxBatchBytes = options.maxBatchBytes
     this.#idempotent = typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true
     this.events = producer.events
     this[kWrapped] = true
@@ -220,7 +222,13 @@ class WrappedProducer {
         if (message === null || typeof message !== 'object' || message.value === undefined) {
           return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `every message for topic "${entry.topic}" needs a "value" (null for a tombstone)`))
         }
-        items.push({ topic: entry.topic, message, bytes: messageBytes(message), group: key, request: group })
+        const bytes = messageBytes(message)
+        // The batcher would refuse it too, but only after the call's earlier
+        // messages were queued: refuse the whole call, as kafkajs would.
+        if (bytes > this.#maxBatchBytes) {
+          return Promise.reject(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${entry.topic}"`, bytes, this.#maxBatchBytes))
+        }
+        items.push({ topic: entry.topic, message, bytes, group: key, request: group })
       }
     }
     if (items.length === 0) return Promise.resolve([])
@@ -231,7 +239,9 @@ class WrappedProducer {
       // rest of a synchronous burst (or of the callers a batch just released)
       // still joins it. flush() without a timeout never rejects.
       this.#kicked = true
-      this.#batcher.flush()
+      // Cleared when the batch starts; and here too, for a flush that found
+      // nothing to send (every push refused), or the next send would linger.
+      this.#batcher.flush().then(() => { this.#kicked = false })
     }
     return Promise.all(pushes).then(merge)
   }

@@ -47,7 +47,7 @@ t.test('TTLs are clamped to [minTtlMs, maxTtlMs]', async (t) => {
     t.equal(cache.stats().refreshes, 1)
   })
   t.test('minTtlMs above maxTtlMs is refused', async (t) => {
-    t.throws(() => createDnsCache({ minTtlMs: 10, maxTtlMs: 5 }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+    t.throws(() => createDnsCache({ minTtlMs: 10, maxTtlMs: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS', message: /^createDnsCache\(\): minTtlMs \(10\) must not exceed maxTtlMs \(5\)$/ })
   })
 })
 
@@ -107,6 +107,20 @@ for (const mode of ['refuse', 'servfail', 'blackhole']) {
     t.ok(await eventually(async () => (await lookup('stale.test')).address === '10.0.5.2'), 'recovers when DNS is back')
   })
 }
+
+t.test('past staleTtlMs while a slow refresh runs, callers wait for that refresh: never two at once', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, staleTtlMs: 2000, queryTimeoutMs: 8000 })
+  server.set('slow.test', { a: ['10.0.6.5'], ttl: 1 })
+  await lookup('slow.test') // in c-ares mode the TTL comes with the answer
+  await sleep(1200)
+  server.delayMs = 4000
+  server.set('slow.test', { a: ['10.0.6.6'], ttl: 60 })
+  t.equal((await lookup('slow.test')).address, '10.0.6.5', 'stale, and one refresh starts')
+  await sleep(2300)
+  const late = await Promise.all([lookup('slow.test'), lookup('slow.test')])
+  t.same(late.map((a) => a.address), ['10.0.6.6', '10.0.6.6'], 'answered by the running refresh')
+  t.match(cache.stats(), { refreshes: 1, staleServed: 1, misses: 2, coalesced: 1, ttlQueries: 4 }, 'one refresh (A and AAAA), no second resolution')
+})
 
 t.test('serve-stale ends after staleTtlMs', async (t) => {
   const { server, lookup } = await cacheWithServer(t, { minTtlMs: 0, staleTtlMs: 0, errorTtlMs: 0, queryTimeoutMs: 200 })

@@ -66,7 +66,7 @@ t.test('bad options throw before anything is touched', async (t) => {
   t.throws(() => ioHygiene.install({ dns: 'yes' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => ioHygiene.install({ dns: [] }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => ioHygiene.install('dns'), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
-  t.throws(() => ioHygiene.install({ dns: { minTtlMs: 10, maxTtlMs: 1 } }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  t.throws(() => ioHygiene.install({ dns: { minTtlMs: 10, maxTtlMs: 1 } }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS', message: /^install\(\{ dns \}\): minTtlMs/ })
   t.equal(dns.lookup, originalLookup)
   t.equal(ioHygiene.installed(), null)
 })
@@ -93,6 +93,21 @@ t.test('someone patching after us keeps their wrapper; ours then passes through'
   t.same(seen, ['localhost'])
   t.equal(handle.dns.stats().misses, 0, 'the closed cache was not asked')
   dns.lookup = originalLookup
+})
+
+t.test('a wrapper installed before install() stays in the chain for what the cache does not take', async (t) => {
+  const seen = []
+  dns.lookup = function apm (hostname, options, callback) {
+    seen.push(hostname)
+    return originalLookup.call(this, hostname, options, callback)
+  }
+  t.teardown(() => { dns.lookup = originalLookup })
+  ioHygiene.install()
+  await new Promise((resolve) => dns.lookup('127.0.0.1', resolve))
+  await new Promise((resolve) => dns.lookup('localhost', { family: 4 }, resolve))
+  t.same(seen, ['127.0.0.1', 'localhost'], 'the IP literal and the miss went through it')
+  ioHygiene.uninstall()
+  t.equal(dns.lookup.name, 'apm')
 })
 
 t.test('a second copy of io-hygiene sees the first one', async (t) => {

@@ -147,3 +147,20 @@ t.test('the producer surface passes through', async (t) => {
   await wrapped.flush()
   await wrapped.disconnect()
 })
+
+t.test('a call with one message too large for any batch is refused whole, and the next send still goes at once', async (t) => {
+  const producer = fakeProducer()
+  const w = wrapProducer(producer, { maxBatchBytes: 1000, lingerMs: 60_000 })
+  await w.connect()
+  await t.rejects(w.send({ topic: 't', messages: [{ value: 'small' }, { value: Buffer.alloc(2000) }] }), {
+    code: 'ERR_IO_HYGIENE_ITEM_TOO_LARGE',
+    message: /send\(\) message for topic "t": an item of \d+ bytes/,
+  })
+  await new Promise((resolve) => setImmediate(resolve))
+  t.equal(producer.calls.requests.length, 0, 'not even the small message was sent')
+  // With a 60 s linger, only the idle path can send this one now.
+  const result = await w.send({ topic: 't', messages: [{ value: 'next' }] })
+  t.equal(result[0].topicName, 't')
+  t.equal(producer.calls.requests.length, 1)
+  await w.disconnect()
+})

@@ -166,8 +166,10 @@ export declare function createBatcher<T, R = unknown>(options: BatcherOptions<T,
 
 // statsd
 
-export interface StatsdOptions extends Omit<ClientOptions, 'cacheDns' | 'cacheDnsTtl' | 'udpSocketOptions' | 'errorHandler'> {
+export interface StatsdOptions extends Omit<ClientOptions, 'cacheDns' | 'cacheDnsTtl' | 'udpSocketOptions' | 'errorHandler' | 'socket' | 'isChild' | 'bufferHolder' | 'maxBufferSize'> {
   cacheDns?: false
+  /** Bytes per packet, at least 1; null: 1432 for UDP, 8192 otherwise. */
+  maxBufferSize?: number | null
   udpSocketOptions?: Omit<SocketOptions, 'lookup'> | null
   errorHandler?: ((error: Error) => void) | null
   dnsCache?: { lookup: typeof import('node:dns').lookup } | DnsCache | null

@@ -38,6 +38,8 @@ statsd.increment('requests')
 expectType<Promise<void>>(statsd.close())
 expectType<StatsdStats>(statsd.stats())
 expectError(createStatsd({ cacheDns: true }))
+expectError(createStatsd({ isChild: true }))
+createStatsd({ maxBufferSize: null })
 
 declare const kafkajsProducer: import('kafkajs').Producer
 const producer = wrapProducer(kafkajsProducer, { lingerMs: 5 })

@@ -116,7 +116,9 @@ class DnsCache {
     if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'miss', null)
     entry.error = null
     entry.waiters = [reply]
-    this.#fetch(hostname, slot, entry)
+    // A refresh still running (the answer went past staleTtlMs meanwhile)
+    // answers these callers: never two resolutions of one entry at once.
+    if (!entry.refreshing) this.#fetch(hostname, slot, entry)
   }
 
   #fetch (hostname, slot, entry) {

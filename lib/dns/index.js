@@ -7,12 +7,7 @@ const { createLookup, createPromiseLookup } = require('./lookup')
 const { defaultHostsPath } = require('./hosts')
 const { wrap, originalOf } = require('../patch')
 const { integer, stringArray, nullable, string, resolve } = require('../options')
-const { ERR_IO_HYGIENE_INVALID_OPTION } = require('../errors')
-
-// The lookups the cache asks. Captured once, past any io-hygiene wrapper (a
-// second copy of io-hygiene recognises the first by its marker), so the cache
-// never asks itself.
-const systemLookup = originalOf(dns.lookup)
+const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../errors')
 
 function servers () {
   const check = stringArray()
@@ -44,23 +39,34 @@ const spec = {
 }
 
 function createDnsCache (options) {
-  const resolved = resolve('createDnsCache()', spec, options)
-  return build(resolved)
+  const where = 'createDnsCache()'
+  const resolved = resolve(where, spec, options)
+  check(resolved, where)
+  return build(resolved, dns.lookup, dns.promises.lookup)
 }
 
-function build (resolved) {
+// What no single option's validator can see.
+function check (resolved, where) {
   if (resolved.minTtlMs > resolved.maxTtlMs) {
-    throw new ERR_IO_HYGIENE_INVALID_OPTION('dns', 'minTtlMs', `at most maxTtlMs (${resolved.maxTtlMs})`, resolved.minTtlMs)
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `minTtlMs (${resolved.minTtlMs}) must not exceed maxTtlMs (${resolved.maxTtlMs})`)
   }
+}
+
+// The cache asks `lookup` (past any io-hygiene wrapper, so never itself; a
+// second copy of io-hygiene recognises the first's): whatever dns.lookup is
+// when the cache is made, another library's wrapper included.
+function build (resolved, lookup, promiseLookup) {
+  const systemLookup = originalOf(lookup)
   const cache = new DnsCache(resolved, systemLookup)
-  const lookup = createLookup(cache, systemLookup)
-  const promiseLookup = createPromiseLookup(cache, originalOf(dns.promises.lookup))
-  return Object.assign(cache, { lookup, lookupAsync: promiseLookup })
+  return Object.assign(cache, {
+    lookup: createLookup(cache, systemLookup),
+    lookupAsync: createPromiseLookup(cache, originalOf(promiseLookup)),
+  })
 }
 
 // Replaces dns.lookup and dns.promises.lookup; returns { value, undo }.
 function installDns (resolved) {
-  const cache = build(resolved)
+  const cache = build(resolved, dns.lookup, dns.promises.lookup)
   const undoLookup = wrap(dns, 'lookup', () => cache.lookup)
   const undoPromise = wrap(dns.promises, 'lookup', () => cache.lookupAsync)
   syncBuiltinESMExports()
@@ -76,4 +82,4 @@ function installDns (resolved) {
   return { value: cache, undo }
 }
 
-module.exports = { spec, createDnsCache, installDns }
+module.exports = { spec, check, createDnsCache, installDns }

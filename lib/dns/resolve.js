@@ -82,13 +82,15 @@ class Upstream {
   // callback(records, errors): A and/or AAAA records with TTLs, and errors.
   #queryTtl (hostname, want4, want6, callback) {
     const resolver = this.#resolver4()
-    const records = []
+    // Per family, joined A first whichever reply came first, so the order of
+    // an answer does not change from one refresh to the next.
+    const byFamily = { 4: [], 6: [] }
     const errors = []
     let pending = (want4 ? 1 : 0) + (want6 ? 1 : 0)
     const done = (family) => (err, list) => {
       if (err) errors.push(err)
-      else for (const r of list) records.push({ address: r.address, ttl: r.ttl, family })
-      if (--pending === 0) callback(records, errors)
+      else for (const r of list) byFamily[family].push({ address: r.address, ttl: r.ttl, family })
+      if (--pending === 0) callback(byFamily[4].concat(byFamily[6]), errors)
     }
     if (want4) {
       this.#counters.ttlQueries++
