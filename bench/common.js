@@ -79,4 +79,4 @@ function format (value) {
   return String(value)
 }
 
-module.exports = { activeRequests, requestSampler, percentile, round, report, isRequest }
+module.exports = { requestSampler, percentile, round, report }

@@ -116,4 +116,4 @@ function sameOptions (a, b) {
   return true
 }
 
-module.exports = { install, uninstall, installed, validate, modules }
+module.exports = { install, uninstall, installed, modules }

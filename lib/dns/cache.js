@@ -252,13 +252,4 @@ function copyError (err) {
   return copy
 }
 
-module.exports = {
-  DnsCache,
-  ordered,
-  resultOrder,
-  copyError,
-  isIP,
-  ORDER_VERBATIM,
-  ORDER_IPV4FIRST,
-  ORDER_IPV6FIRST,
-}
+module.exports = { DnsCache, ordered, resultOrder, copyError }

@@ -125,7 +125,7 @@ function createPromiseLookup (cache, original) {
 // process.nextTick, read at each call as Node's own lookup does, so that fake
 // timers that replace it see our callbacks too.
 function reply (callback, entry, all, order) {
-  const list = ordered(entry, order === 0 ? resultOrder(0) : order)
+  const list = ordered(entry, resultOrder(order))
   if (all) process.nextTick(callback, null, copyAll(list))
   else {
     const first = list[0]

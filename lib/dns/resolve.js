@@ -33,7 +33,7 @@ class Upstream {
     else this.#resolveServers(hostname, family, hints, onAnswer, onTtl)
   }
 
-  #resolver4 () {
+  #cares () {
     if (this.#resolver === null) {
       this.#resolver = new dns.Resolver({ timeout: this.#queryTimeoutMs, tries: 2 })
       if (this.#servers !== null) this.#resolver.setServers(this.#servers)
@@ -81,7 +81,7 @@ class Upstream {
 
   // callback(records, errors): A and/or AAAA records with TTLs, and errors.
   #queryTtl (hostname, want4, want6, callback) {
-    const resolver = this.#resolver4()
+    const resolver = this.#cares()
     // Per family, joined A first whichever reply came first, so the order of
     // an answer does not change from one refresh to the next.
     const byFamily = { 4: [], 6: [] }

@@ -3,7 +3,7 @@
 // A real authoritative DNS server over UDP, for tests and benchmarks. Each
 // test sets its records (with TTLs), its failure mode and its delay, and reads
 // how many queries arrived. Names it does not know get NXDOMAIN.
-const dgram = require('node:dgram')
+const { bindUdp } = require('./udp')
 const packet = require('dns-packet')
 
 class TestDnsServer {
@@ -43,19 +43,11 @@ class TestDnsServer {
     this.queriesByName.clear()
   }
 
-  listen (port = 0, address = '127.0.0.1') {
-    return new Promise((resolve, reject) => {
-      const socket = dgram.createSocket('udp4')
-      socket.once('error', reject)
-      socket.on('message', (msg, rinfo) => this.#onMessage(msg, rinfo))
-      socket.bind(port, address, () => {
-        socket.off('error', reject)
-        this.#socket = socket
-        this.address = socket.address().address
-        this.port = socket.address().port
-        resolve(this)
-      })
-    })
+  async listen (port = 0, address = '127.0.0.1') {
+    this.#socket = await bindUdp({ port, address, onMessage: (msg, rinfo) => this.#onMessage(msg, rinfo) })
+    this.address = this.#socket.address().address
+    this.port = this.#socket.address().port
+    return this
   }
 
   // `host:port` for dns.Resolver#setServers.

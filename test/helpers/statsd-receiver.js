@@ -4,7 +4,7 @@
 // parses the line protocol (StatsD, DogStatsD tags and extensions, Telegraf
 // tags in the name) and counts packets, lines and bytes, and the largest
 // packet it saw.
-const dgram = require('node:dgram')
+const { bindUdp } = require('./udp')
 
 // One line: `name:value[:value...]|type[|@rate][|#tags][|Tts][|c:id]...`.
 // Events (`_e{...}`) and service checks (`_sc|...`) are kept raw.
@@ -49,21 +49,13 @@ class StatsdReceiver {
     this.keep = keep
   }
 
-  listen (port = 0, address = '127.0.0.1') {
-    return new Promise((resolve, reject) => {
-      // A large receive buffer: the sender shares this process's event loop
-      // in tests, and bursts must not be lost while the loop is busy.
-      const socket = dgram.createSocket({ type: address.includes(':') ? 'udp6' : 'udp4', recvBufferSize: 8 << 20 })
-      socket.once('error', reject)
-      socket.on('message', (msg) => this.#onMessage(msg))
-      socket.bind(port, address, () => {
-        socket.off('error', reject)
-        this.#socket = socket
-        this.address = socket.address().address
-        this.port = socket.address().port
-        resolve(this)
-      })
-    })
+  async listen (port = 0, address = '127.0.0.1') {
+    // A large receive buffer: the sender shares this process's event loop
+    // in tests, and bursts must not be lost while the loop is busy.
+    this.#socket = await bindUdp({ port, address, recvBufferSize: 8 << 20, onMessage: (msg) => this.#onMessage(msg) })
+    this.address = this.#socket.address().address
+    this.port = this.#socket.address().port
+    return this
   }
 
   #onMessage (msg) {
