@@ -38,6 +38,8 @@
 //
 // Order: a group has at most one batch in flight or waiting to retry, so
 // pushes of one group reach the sink in push order, also across retries.
+// A batch's pushes settle after the next batch has been handed to the sink
+// (one setImmediate later), so that request is on its way first.
 // `concurrency` bounds batches in flight over all groups; above 1 it needs
 // groupOf (otherwise there is one group and it would be ignored).
 // Timers: one unref'd timer per batcher drives linger, retry backoff, item
@@ -435,17 +437,18 @@ class Batcher {
       channels.batchFlush.publish({ name: o.name, items: records.length, bytes: batch.bytes, attempt: batch.attempt, durationMs: now - started, error: ok ? null : value })
     }
     if (ok) {
-      let flushed = 0
-      for (let i = 0; i < records.length; i++) {
-        const rec = records[i]
-        if (rec.state === DONE) continue
-        rec.resolve(value === undefined ? undefined : value[i])
-        this.#release(rec)
-        flushed++
-      }
-      this.#counters.flushed += flushed
       group.batch = null
       group.lastError = undefined
+      // The next batch starts before this one's callers are settled: its
+      // request is on the wire first, and their continuations (often their
+      // next sends) run while it is at the server, not ahead of it. With one
+      // batch in flight this overlap is most of the gap to a client that
+      // keeps two requests in flight (bench/kafka.js).
+      const inFlight = this.#batchesInFlight
+      this.#pump()
+      if (this.#batchesInFlight > inFlight) setImmediate(this.#settle, records, value)
+      else this.#settle(records, value)
+      return
     } else {
       this.#counters.flushErrors++
       group.lastError = value
@@ -462,6 +465,20 @@ class Batcher {
         }
       }
     }
+    this.#schedule()
+  }
+
+  #settle = (records, value) => {
+    let flushed = 0
+    for (let i = 0; i < records.length; i++) {
+      const rec = records[i]
+      if (rec.state === DONE) continue
+      rec.resolve(value === undefined ? undefined : value[i])
+      this.#release(rec)
+      flushed++
+    }
+    this.#counters.flushed += flushed
+    // Their room may admit pushes that wait for it.
     this.#schedule()
   }
 

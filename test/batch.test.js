@@ -335,6 +335,32 @@ t.test('queue full with overflow "wait" waits for room in call order, within max
   await held
 })
 
+t.test('the next batch goes to the sink before the finished batch\'s callers are settled', async (t) => {
+  const sink = manualSink()
+  const settled = []
+  const settledAtSend = []
+  const send = (items, info) => {
+    settledAtSend.push(settled.length)
+    return sink.send(items, info)
+  }
+  const b = make(t, { send, maxBatchItems: 2 })
+  const pushes = ['a', 'b', 'c', 'd'].map((item) => b.push(item).then(() => { settled.push(item) }))
+  await until(() => sink.calls.length === 1, 'the first batch')
+  t.same(sink.calls[0].items, ['a', 'b'])
+  sink.calls[0].resolve()
+  await until(() => sink.calls.length === 2, 'the second batch')
+  // The second request went out before the first batch's callers were
+  // settled, so their continuations run while it is at the server.
+  t.same(sink.calls[1].items, ['c', 'd'])
+  t.same(settledAtSend, [0, 0], 'nobody was settled when the second batch was sent')
+  await Promise.all(pushes.slice(0, 2))
+  t.same(settled, ['a', 'b'])
+  sink.calls[1].resolve()
+  await Promise.all(pushes)
+  t.same(settled, ['a', 'b', 'c', 'd'])
+  t.equal(b.stats().flushed, 4)
+})
+
 t.test('retriable failures are retried with backoff, in order, before anything pushed later', async (t) => {
   const sink = manualSink()
   const b = make(t, { send: sink.send, retryBackoffMs: 1, maxRetryBackoffMs: 4 })
