@@ -8,10 +8,14 @@
 // Scenarios: `throughput` (50,000 messages of ~100 bytes, acks=-1, 1,000
 // sends in flight) and `restart` (the same, with the broker stopped for 15 s
 // and started again after a fifth of the messages were acknowledged).
+// Each label first sends 5,000 messages to a topic of its own (not counted),
+// then its heap is collected and the broker left idle for a second.
 // --quick (or KAFKA_BENCH_MESSAGES / KAFKA_BENCH_OUTAGE_MS) shrinks the
 // workload for a fast look; the default is the issue's workload.
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const { setTimeout: sleep } = require('node:timers/promises')
+const v8 = require('node:v8')
+const vm = require('node:vm')
 const { Kafka, logLevel } = require('kafkajs')
 const { requestSampler, percentile, round, report } = require('./common')
 const { startKafka, consumeAll } = require('../test/helpers/kafka-broker')
@@ -22,14 +26,23 @@ const MESSAGES = Number(process.env.KAFKA_BENCH_MESSAGES ?? (quick ? 10_000 : 50
 const OUTAGE_MS = Number(process.env.KAFKA_BENCH_OUTAGE_MS ?? (quick ? 5_000 : 15_000))
 // KAFKA_BENCH_SCENARIOS=throughput runs a subset, for quicker iterations.
 const SCENARIOS = (process.env.KAFKA_BENCH_SCENARIOS ?? 'throughput,restart').split(',')
+const LABELS = (process.env.KAFKA_BENCH_LABELS ?? 'baseline,io-hygiene,hand-batched').split(',')
 const IN_FLIGHT = 1_000
 const HAND_BATCH = 500
 const PARTITIONS = 3
 const VALUE_BYTES = 100
+const WARM_UP_MESSAGES = Math.min(5_000, MESSAGES)
+const SETTLE_MS = 1_000
 // A run that has not finished by then stops sending; what is left is reported.
 const RUN_DEADLINE_MS = 240_000
+v8.setFlagsFromString('--expose-gc')
+const gc = vm.runInNewContext('gc')
 // What the run in progress has done so far, for the progress lines on stderr.
 let progressOf = () => ({})
+
+function range (first, end) {
+  return Array.from({ length: end - first }, (_, k) => first + k)
+}
 
 function value (n) {
   const head = `${n}:`
@@ -44,7 +57,7 @@ function requestCounter (producer) {
     if (payload.apiName !== 'Produce') return
     spans.push([payload.createdAt, payload.createdAt + payload.pendingDuration + payload.duration])
   })
-  return () => {
+  const counter = () => {
     const edges = []
     for (const [start, end] of spans) edges.push([start, 1], [end, -1])
     edges.sort((a, b) => a[0] - b[0] || a[1] - b[1])
@@ -56,35 +69,38 @@ function requestCounter (producer) {
     }
     return { produceRequests: spans.length, inFlightRequestsPeak: peak }
   }
+  counter.reset = () => { spans.length = 0 }
+  return counter
 }
 
-// Runs `callers` async callers until MESSAGES are settled. `sendChunk(indices)`
-// sends those messages and resolves when they are acknowledged.
-async function drive ({ sendChunk, chunk, callers, onProgress }) {
+// Runs `callers` async callers until `messages` are settled.
+// `sendChunk(first, end)` sends messages first..end-1 and resolves when they
+// are acknowledged. The bookkeeping per message is kept to two array writes,
+// since it runs on the same thread as the producer being measured.
+async function drive ({ sendChunk, chunk, callers, onProgress, messages = MESSAGES }) {
   let next = 0
   let acked = 0
   let rejected = 0
-  const latencies = []
-  const ackedSet = new Set()
+  const latencies = new Float64Array(messages)
+  const ackedFlags = new Uint8Array(messages)
   const deadline = Date.now() + RUN_DEADLINE_MS
   progressOf = () => ({ sent: next, acked, rejected })
   const caller = async () => {
-    while (next < MESSAGES && Date.now() < deadline) {
+    while (next < messages && Date.now() < deadline) {
       const first = next
-      next = Math.min(MESSAGES, next + chunk)
-      const indices = []
-      for (let i = first; i < next; i++) indices.push(i)
+      const end = Math.min(messages, next + chunk)
+      next = end
       const started = performance.now()
       try {
-        await sendChunk(indices)
+        await sendChunk(first, end)
         const ms = performance.now() - started
-        for (const i of indices) {
-          latencies.push(ms)
-          ackedSet.add(i)
+        for (let i = first; i < end; i++) {
+          latencies[i] = ms
+          ackedFlags[i] = 1
         }
-        acked += indices.length
+        acked += end - first
       } catch {
-        rejected += indices.length
+        rejected += end - first
       }
       onProgress?.(acked)
     }
@@ -96,16 +112,19 @@ async function drive ({ sendChunk, chunk, callers, onProgress }) {
   await Promise.race([Promise.all(Array.from({ length: callers }, caller)), bound])
   clearTimeout(watchdog)
   const settled = acked + rejected
-  return { acked, rejected, latencies, ackedSet, unsent: MESSAGES - next, pending: next - settled }
+  const ackedLatencies = []
+  for (let i = 0; i < messages; i++) if (ackedFlags[i] === 1) ackedLatencies.push(latencies[i])
+  return { acked, rejected, latencies: ackedLatencies, ackedFlags, unsent: messages - next, pending: next - settled }
 }
 
 async function run ({ label, kafka, broker, scenario }) {
   const topic = `bench-${scenario}-${label}-${process.pid}`
+  const warmTopic = `${topic}-warm-up`
   // A fresh admin each run: one that lived through a broker restart may
   // hold a dead connection.
   const admin = kafka.admin()
   await admin.connect()
-  await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS }], waitForLeaders: true })
+  await admin.createTopics({ topics: [topic, warmTopic].map((name) => ({ topic: name, numPartitions: PARTITIONS })), waitForLeaders: true })
   await admin.disconnect()
   // io-hygiene uses the idempotent producer (what makes its retries safe);
   // the others are kafkajs's default producer, as most services use it.
@@ -114,9 +133,18 @@ async function run ({ label, kafka, broker, scenario }) {
   await raw.connect()
   const producer = label === 'io-hygiene' ? wrapProducer(raw) : raw
   const message = (i) => ({ value: value(i) })
-  const plan = label === 'hand-batched'
-    ? { chunk: HAND_BATCH, callers: IN_FLIGHT / HAND_BATCH, sendChunk: (indices) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: indices.map(message) }] }) }
-    : { chunk: 1, callers: IN_FLIGHT, sendChunk: ([i]) => producer.send({ topic, acks: -1, messages: [message(i)] }) }
+  const planFor = (topic) => label === 'hand-batched'
+    ? { chunk: HAND_BATCH, callers: IN_FLIGHT / HAND_BATCH, sendChunk: (first, end) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: range(first, end).map(message) }] }) }
+    : { chunk: 1, callers: IN_FLIGHT, sendChunk: (i) => producer.send({ topic, acks: -1, messages: [message(i)] }) }
+  // Every label starts alike: its code paths warmed up on a topic of their
+  // own, then a collected heap and an idle broker, so that no run pays for
+  // the garbage or the backlog of the one before it.
+  await drive({ ...planFor(warmTopic), messages: WARM_UP_MESSAGES })
+  await producer.flush?.()
+  counter.reset()
+  gc()
+  await sleep(SETTLE_MS)
+  const plan = planFor(topic)
 
   let restart = null
   if (scenario === 'restart') {
@@ -159,7 +187,7 @@ async function run ({ label, kafka, broker, scenario }) {
   let duplicated = 0
   for (const count of seen.values()) duplicated += count - 1
   let lost = 0
-  for (const i of result.ackedSet) if (!seen.has(i)) lost++
+  for (let i = 0; i < result.ackedFlags.length; i++) if (result.ackedFlags[i] === 1 && !seen.has(i)) lost++
   const latencies = result.latencies.sort((a, b) => a - b)
   const out = {
     label,
@@ -190,7 +218,7 @@ async function main () {
   try {
     for (const scenario of SCENARIOS) {
       const runs = []
-      for (const label of ['baseline', 'io-hygiene', 'hand-batched']) {
+      for (const label of LABELS) {
         const progress = setInterval(() => process.stderr.write(`  ${label}: ${JSON.stringify(progressOf())}\n`), 10_000).unref()
         if (!process.argv.includes('--json')) process.stderr.write(`${scenario} ${label}...\n`)
         runs.push(await run({ label, kafka, broker, scenario }))
@@ -201,7 +229,9 @@ async function main () {
   } finally {
     await broker.close()
   }
-  const [base, ioh, hand] = scenarios[0].runs
+  // A subset of labels (KAFKA_BENCH_LABELS) leaves some ratios NaN.
+  const of = (label) => scenarios[0].runs.find((r) => r.label === label) ?? { msgPerSec: NaN, produceRequests: NaN }
+  const [base, ioh, hand] = ['baseline', 'io-hygiene', 'hand-batched'].map(of)
   report({
     bench: 'kafka',
     messages: MESSAGES,
