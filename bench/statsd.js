@@ -14,7 +14,7 @@
 //   ip-floor          an IP literal + maxBufferSize 1432: no DNS at all
 // Scenarios:
 //   burst     100,000 increments in bursts of 1,000 per tick to `localhost`
-//             (/etc/hosts); medians of --runs (3)
+//             (/etc/hosts); medians of --runs (5)
 //   slow-dns  the same bursts (--slow-metrics, 1,000: the baseline needs one
 //             50 ms lookup per metric on 4 threads), the host answered by a
 //             local DNS server in ~50 ms; the child runs in a private mount
@@ -68,7 +68,7 @@ async function main (argv) {
   const { startDnsServer } = require('../test/helpers/dns-server')
   const { namespaceSupport, randomLoopback, writeResolverFiles, spawnInNamespace } = require('../test/helpers/namespace')
   const { report, round } = require('./common')
-  const runs = option(argv, '--runs', 3)
+  const runs = option(argv, '--runs', 5)
   const metrics = option(argv, '--metrics', 100_000)
   const slowMetrics = option(argv, '--slow-metrics', 1_000)
   const probeConcurrency = option(argv, '--probe-concurrency', 1)

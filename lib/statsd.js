@@ -318,7 +318,8 @@ class HostLookup {
     // The installed cache closes on uninstall(); its lookup would then pass
     // every datagram to getaddrinfo, so use a private cache from there on.
     if (this.#cache === null || this.#cache.closed === true) {
-      this.#cache = this.#owned = require('./dns').createDnsCache()
+      // One host: a small LRU (lru-cache allocates maxEntries slots up front).
+      this.#cache = this.#owned = require('./dns').createDnsCache({ maxEntries: 16 })
     }
     return this.#cache
   }

@@ -3,6 +3,14 @@
 const fs = require('node:fs')
 const net = require('node:net')
 
+// fs's callback API: fs.promises would load ~10 internal modules (readline
+// among them) into every process that makes a cache.
+function call (method, ...args) {
+  return new Promise((resolve, reject) => {
+    method(...args, (error, value) => error ? reject(error) : resolve(value))
+  })
+}
+
 // The hosts file, parsed on demand and re-read when its mtime changes (checked
 // at most once per `checkIntervalMs`). It tells the cache which names the
 // system resolver answers from the file, so they are cached for
@@ -43,7 +51,7 @@ class HostsFile {
   async #load () {
     let stat
     try {
-      stat = await fs.promises.stat(this.#path)
+      stat = await call(fs.stat, this.#path)
     } catch {
       this.#names = new Map()
       this.#mtimeMs = -1
@@ -52,7 +60,7 @@ class HostsFile {
     if (stat.mtimeMs === this.#mtimeMs) return
     let text
     try {
-      text = await fs.promises.readFile(this.#path, 'utf8')
+      text = await call(fs.readFile, this.#path, 'utf8')
     } catch {
       text = ''
     }

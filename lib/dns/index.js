@@ -42,7 +42,7 @@ function createDnsCache (options) {
   const where = 'createDnsCache()'
   const resolved = resolve(where, spec, options)
   check(resolved, where)
-  return build(resolved, dns.lookup, dns.promises.lookup)
+  return build(resolved, dns.lookup, null)
 }
 
 // What no single option's validator can see.
@@ -54,13 +54,22 @@ function check (resolved, where) {
 
 // The cache asks `lookup` (past any io-hygiene wrapper, so never itself; a
 // second copy of io-hygiene recognises the first's): whatever dns.lookup is
-// when the cache is made, another library's wrapper included.
+// when the cache is made, another library's wrapper included. With
+// `promiseLookup` null, lookupAsync is made on first use from whatever
+// dns.promises.lookup is then: reading dns.promises loads Node's promise
+// resolver, which a cache used only with callbacks (statsd's) never needs.
 function build (resolved, lookup, promiseLookup) {
   const systemLookup = originalOf(lookup)
   const cache = new DnsCache(resolved, systemLookup)
-  return Object.assign(cache, {
-    lookup: createLookup(cache, systemLookup),
-    lookupAsync: createPromiseLookup(cache, originalOf(promiseLookup)),
+  cache.lookup = createLookup(cache, systemLookup)
+  if (promiseLookup !== null) {
+    cache.lookupAsync = createPromiseLookup(cache, originalOf(promiseLookup))
+    return cache
+  }
+  let lookupAsync = null
+  return Object.defineProperty(cache, 'lookupAsync', {
+    enumerable: true,
+    get: () => (lookupAsync ??= createPromiseLookup(cache, originalOf(dns.promises.lookup))),
   })
 }
 
