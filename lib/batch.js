@@ -26,6 +26,9 @@
 //     (ERR_IO_HYGIENE_TIMEOUT). An item still in flight at its deadline is
 //     rejected then, so no caller outlives deliveryTimeoutMs; the sink's own
 //     request timeout should be shorter, or the item may land after all.
+//   b.pushAll(items) -> Promise<result>[]
+//     push() for each, except that with overflow "reject" the items are
+//     refused together (each with the same QUEUE_FULL) unless all fit.
 //   b.flush({ timeoutMs }) -> Promise<void>
 //     Sends everything pushed so far without lingering and resolves when all
 //     of it has settled (each push reports its own outcome). On timeoutMs it
@@ -251,6 +254,31 @@ class Batcher {
       if (this.#waiting.length === 1) this.#schedule()
     }
     return promise
+  }
+
+  // Items that stand or fall together (one caller's call): with overflow
+  // "reject", all are refused unless all fit now, so a call is never partly
+  // queued. One promise per item, as push() gives.
+  pushAll (items) {
+    const o = this.#options
+    if (o.overflow === 'reject' && items.length > 1 && !this.#closed) {
+      let bytes = 0
+      let err = null
+      try {
+        for (const item of items) bytes += o.sizeOf(item)
+      } catch (thrown) {
+        err = thrown
+      }
+      if (err === null && (this.#waiting.length > 0 || this.#held + items.length > o.maxQueuedItems || this.#heldBytes + bytes > o.maxQueuedBytes)) {
+        err = this.#queueFull(`no room for all ${items.length} items of one call`)
+      }
+      if (err !== null) {
+        this.#counters.dropped += items.length
+        if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: o.name, items: items.length, error: err, stage: 'push' })
+        return items.map(() => Promise.reject(err))
+      }
+    }
+    return items.map((item) => this.push(item))
   }
 
   flush (options) {

@@ -242,10 +242,11 @@ class WrappedProducer {
       }
     }
     if (items.length === 0) return Promise.resolve([])
-    // One message (the usual send()): the batcher's own promise.
+    // One message (the usual send()): the batcher's own promise. A call of
+    // several is queued whole or, with overflow "reject", refused whole.
     const pending = items.length === 1
       ? this.#batcher.push(items[0])
-      : Promise.all(items.map((item) => this.#batcher.push(item))).then(merge)
+      : Promise.all(this.#batcher.pushAll(items)).then(merge)
     if (!this.#busy && !this.#kicked) {
       // Nothing in flight: flush now. The batch is cut in a microtask, so the
       // rest of a synchronous burst (or of the callers a batch just released)

@@ -298,6 +298,52 @@ t.test('queue full with overflow "reject" rejects at once with ERR_IO_HYGIENE_QU
   t.match(b.stats(), { dropped: 2, flushed: 3 })
 })
 
+t.test('pushAll(): with overflow "reject", items that do not all fit are refused together', async (t) => {
+  const sink = manualSink()
+  const seen = []
+  const sub = (message) => seen.push(message)
+  dc.subscribe('io-hygiene:batch:reject', sub)
+  t.teardown(() => dc.unsubscribe('io-hygiene:batch:reject', sub))
+  const b = make(t, { send: sink.send, overflow: 'reject', maxQueuedItems: 3, maxBatchItems: 3, maxQueuedBytes: 6, maxBatchBytes: 6, flushIntervalMs: 60_000, flushWhenIdle: false })
+  const first = b.pushAll(['a', 'b'])
+  t.equal(first.length, 2)
+  // One slot left: neither of two goes in, by count or by bytes.
+  const byCount = b.pushAll(['c', 'd']).map(caught)
+  const byBytes = b.pushAll(['eee', 'f']).map(caught)
+  for (const result of await Promise.all([...byCount, ...byBytes])) {
+    t.match(result, { code: 'ERR_IO_HYGIENE_QUEUE_FULL', message: /no room for all 2 items of one call/ })
+  }
+  t.match(seen, [{ items: 2, stage: 'push' }, { items: 2, stage: 'push' }])
+  // One fits on its own, as push() would take it.
+  const single = b.pushAll(['g'])
+  const flushed = b.flush()
+  await until(() => sink.calls.length === 1, 'the flush')
+  t.same(sink.calls.map((c) => c.items), [['a', 'b', 'g']])
+  sink.calls[0].resolve()
+  await Promise.all([...first, ...single, flushed])
+  t.match(b.stats(), { dropped: 4, flushed: 3 })
+
+  // sizeOf throwing for one refuses them all, with what it threw.
+  const picky = make(t, { send: async () => {}, overflow: 'reject', sizeOf: (s) => { if (s === 'bad') throw new RangeError('no'); return 1 } })
+  for (const result of await Promise.all(picky.pushAll(['good', 'bad']).map(caught))) t.match(result, { name: 'RangeError', message: 'no' })
+  t.match(picky.stats(), { dropped: 2, queued: 0 })
+  // Closed: each is refused as push() refuses it.
+  await b.close()
+  for (const result of await Promise.all(b.pushAll(['h', 'i']).map(caught))) t.match(result, { code: 'ERR_IO_HYGIENE_CLOSED' })
+})
+
+t.test('pushAll() in "wait" mode is push() for each, in order', async (t) => {
+  const sink = manualSink()
+  const b = make(t, { send: sink.send, maxQueuedItems: 1, maxBatchItems: 1 })
+  const pushes = b.pushAll(['a', 'b'])
+  await until(() => sink.calls.length === 1, 'the first')
+  sink.calls[0].resolve()
+  await until(() => sink.calls.length === 2, 'the second, once there was room')
+  sink.calls[1].resolve()
+  await Promise.all(pushes)
+  t.same(sink.calls.map((c) => c.items), [['a'], ['b']])
+})
+
 t.test('queue full with overflow "wait" waits for room in call order, within maxWaitMs', async (t) => {
   const sink = manualSink()
   const b = make(t, { send: sink.send, maxQueuedItems: 2, maxBatchItems: 2, maxQueuedBytes: 6, maxBatchBytes: 6 })

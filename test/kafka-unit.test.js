@@ -164,3 +164,25 @@ t.test('a call with one message too large for any batch is refused whole, and th
   t.equal(producer.calls.requests.length, 1)
   await w.disconnect()
 })
+
+t.test('with overflow "reject", a call that does not fit whole is refused whole, none of it sent', async (t) => {
+  let release
+  const gate = new Promise((resolve) => { release = resolve })
+  const producer = fakeProducer({
+    sendBatch: async (request) => {
+      await gate
+      return request.topicMessages.map(({ topic }) => ({ topicName: topic, partition: 0, errorCode: 0, baseOffset: '0' }))
+    },
+  })
+  const wrapped = wrapProducer(producer, { overflow: 'reject', maxQueuedMessages: 4, maxBatchMessages: 4 })
+  t.teardown(() => wrapped.disconnect())
+  const first = wrapped.send({ topic: 't', messages: [{ value: 'a' }, { value: 'b' }] })
+  // Two held, two free: a call of three is refused before any of it is queued.
+  await t.rejects(wrapped.send({ topic: 't', messages: [{ value: 'c' }, { value: 'd' }, { value: 'e' }] }), { code: 'ERR_IO_HYGIENE_QUEUE_FULL' })
+  const fits = wrapped.send({ topic: 't', messages: [{ value: 'f' }, { value: 'g' }] })
+  release()
+  await Promise.all([first, fits])
+  const sent = producer.calls.requests.flatMap((r) => r.topicMessages.flatMap((tm) => tm.messages.map((m) => m.value)))
+  t.same(sent, ['a', 'b', 'f', 'g'], 'nothing of the refused call went out')
+  t.match(wrapped.stats(), { dropped: 3, flushed: 4 })
+})

@@ -157,6 +157,8 @@ export interface Batcher<T, R = unknown> {
   readonly name: string
   readonly closed: boolean
   push(item: T): Promise<R>
+  /** push() for each item; with overflow 'reject', all are refused together unless all fit. */
+  pushAll(items: readonly T[]): Array<Promise<R>>
   flush(options?: { timeoutMs?: number | null }): Promise<void>
   close(options?: { timeoutMs?: number | null }): Promise<void>
   stats(): BatcherStats

@@ -30,6 +30,7 @@ expectType<string>(code)
 
 const batcher = createBatcher<string, number>({ send: async (items) => items.map((s) => s.length), maxBatchItems: 10 })
 expectType<Promise<number>>(batcher.push('x'))
+expectType<Array<Promise<number>>>(batcher.pushAll(['x', 'y']))
 expectType<BatcherStats>(batcher.stats())
 expectError(createBatcher<string>({ send: async () => {}, overflow: 'drop' }))
 
