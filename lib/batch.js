@@ -27,8 +27,12 @@
 //     rejected then, so no caller outlives deliveryTimeoutMs; the sink's own
 //     request timeout should be shorter, or the item may land after all.
 //   b.pushAll(items) -> Promise<result>[]
-//     push() for each, except that with overflow "reject" the items are
-//     refused together (each with the same QUEUE_FULL) unless all fit.
+//     push() for each, except that the items stand or fall together: one
+//     that push() would refuse refuses all (each with the same error); with
+//     overflow "reject" all are refused unless all fit, with "wait" they are
+//     admitted together once all fit (or all expire together). A call larger
+//     than the whole queue cannot fit: "reject" refuses it, "wait" streams it
+//     through item by item.
 //   b.flush({ timeoutMs }) -> Promise<void>
 //     Sends everything pushed so far without lingering and resolves when all
 //     of it has settled (each push reports its own outcome). On timeoutMs it
@@ -123,6 +127,7 @@ class Pending {
     this.reject = reject
     this.state = WAITING
     this.at = 0 // when admitted; while WAITING, when the wait ends
+    this.unit = null // on the first of pushAll()'s waiting items: { items, bytes } admitted together
   }
 }
 
@@ -234,10 +239,8 @@ class Batcher {
     } catch (err) {
       return this.#drop(err)
     }
-    if (!Number.isSafeInteger(bytes) || bytes < 0) {
-      return this.#drop(new ERR_IO_HYGIENE_INVALID_ARGUMENT(`${this.#what} push()`, `sizeOf() must return a non-negative integer, got ${String(bytes)}`))
-    }
-    if (bytes > o.maxBatchBytes) return this.#drop(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(this.#what, bytes, o.maxBatchBytes))
+    const invalid = this.#sizeError(bytes, 'push()')
+    if (invalid !== null) return this.#drop(invalid)
     // Nobody overtakes a waiting push: that would break call order.
     const fits = this.#waiting.length === 0 && this.#held < o.maxQueuedItems && this.#heldBytes + bytes <= o.maxQueuedBytes
     if (!fits && o.overflow === 'reject') return this.#drop(this.#queueFull('no room'))
@@ -256,29 +259,66 @@ class Batcher {
     return promise
   }
 
-  // Items that stand or fall together (one caller's call): with overflow
-  // "reject", all are refused unless all fit now, so a call is never partly
-  // queued. One promise per item, as push() gives.
+  // Items that stand or fall together (one caller's call): checked as one,
+  // refused as one, and admitted as one, so a call is never partly queued.
+  // With overflow "wait" they wait for room for all of them (a call larger
+  // than the whole queue can never have it: it streams through, item by
+  // item). One promise per item, as push() gives.
   pushAll (items) {
     const o = this.#options
-    if (o.overflow === 'reject' && items.length > 1 && !this.#closed) {
-      let bytes = 0
-      let err = null
-      try {
-        for (const item of items) bytes += o.sizeOf(item)
-      } catch (thrown) {
-        err = thrown
+    const n = items.length
+    if (n <= 1 || this.#closed) return items.map((item) => this.push(item))
+    const sizes = new Array(n)
+    const keys = new Array(n)
+    let bytes = 0
+    let err = null
+    try {
+      for (let i = 0; i < n && err === null; i++) {
+        sizes[i] = o.sizeOf(items[i])
+        if (o.groupOf !== null) keys[i] = o.groupOf(items[i])
+        err = this.#sizeError(sizes[i], 'pushAll()')
+        bytes += sizes[i]
       }
-      if (err === null && (this.#waiting.length > 0 || this.#held + items.length > o.maxQueuedItems || this.#heldBytes + bytes > o.maxQueuedBytes)) {
-        err = this.#queueFull(`no room for all ${items.length} items of one call`)
-      }
-      if (err !== null) {
-        this.#counters.dropped += items.length
-        if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: o.name, items: items.length, error: err, stage: 'push' })
-        return items.map(() => Promise.reject(err))
-      }
+    } catch (thrown) {
+      err = thrown
     }
-    return items.map((item) => this.push(item))
+    const larger = n > o.maxQueuedItems || bytes > o.maxQueuedBytes
+    if (err === null && larger && o.overflow === 'wait') return items.map((item) => this.push(item))
+    const fits = !larger && this.#waiting.length === 0 && this.#held + n <= o.maxQueuedItems && this.#heldBytes + bytes <= o.maxQueuedBytes
+    if (err === null && !fits && o.overflow === 'reject') err = this.#queueFull(`no room for all ${n} items of one call`)
+    if (err !== null) {
+      this.#counters.dropped += n
+      if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: o.name, items: n, error: err, stage: 'push' })
+      return items.map(() => Promise.reject(err))
+    }
+    const now = performance.now()
+    const records = new Array(n)
+    const promises = new Array(n)
+    for (let i = 0; i < n; i++) {
+      promises[i] = new Promise((resolve, reject) => {
+        records[i] = new Pending(items[i], sizes[i], keys[i], ++this.#seq, resolve, reject)
+      })
+    }
+    if (fits) {
+      for (const rec of records) this.#admit(rec, now)
+      return promises
+    }
+    // One deadline for all, so that they also expire together.
+    records[0].unit = { items: n, bytes }
+    for (const rec of records) {
+      rec.at = now + o.maxWaitMs
+      this.#waiting.push(rec)
+    }
+    if (this.#waiting.length === n) this.#schedule()
+    return promises
+  }
+
+  #sizeError (bytes, method) {
+    if (!Number.isSafeInteger(bytes) || bytes < 0) {
+      return new ERR_IO_HYGIENE_INVALID_ARGUMENT(`${this.#what} ${method}`, `sizeOf() must return a non-negative integer, got ${String(bytes)}`)
+    }
+    if (bytes > this.#options.maxBatchBytes) return new ERR_IO_HYGIENE_ITEM_TOO_LARGE(this.#what, bytes, this.#options.maxBatchBytes)
+    return null
   }
 
   flush (options) {
@@ -372,9 +412,10 @@ class Batcher {
     const waiting = this.#waiting
     while (waiting.length > 0) {
       const rec = waiting.peek()
-      if (this.#held >= o.maxQueuedItems || this.#heldBytes + rec.bytes > o.maxQueuedBytes) break
-      waiting.shift()
-      this.#admit(rec, now)
+      const count = rec.unit === null ? 1 : rec.unit.items
+      const bytes = rec.unit === null ? rec.bytes : rec.unit.bytes
+      if (this.#held + count > o.maxQueuedItems || this.#heldBytes + bytes > o.maxQueuedBytes) break
+      for (let i = 0; i < count; i++) this.#admit(waiting.shift(), now)
     }
     let sent = null
     for (const group of this.#groups.values()) {

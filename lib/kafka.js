@@ -243,7 +243,7 @@ class WrappedProducer {
     }
     if (items.length === 0) return Promise.resolve([])
     // One message (the usual send()): the batcher's own promise. A call of
-    // several is queued whole or, with overflow "reject", refused whole.
+    // several is queued whole or refused whole (pushAll).
     const pending = items.length === 1
       ? this.#batcher.push(items[0])
       : Promise.all(this.#batcher.pushAll(items)).then(merge)

@@ -332,7 +332,39 @@ t.test('pushAll(): with overflow "reject", items that do not all fit are refused
   for (const result of await Promise.all(b.pushAll(['h', 'i']).map(caught))) t.match(result, { code: 'ERR_IO_HYGIENE_CLOSED' })
 })
 
-t.test('pushAll() in "wait" mode is push() for each, in order', async (t) => {
+t.test('pushAll() with overflow "wait": all are admitted together once all fit, or expire together', async (t) => {
+  const sink = manualSink()
+  const b = make(t, { send: sink.send, maxQueuedItems: 3, maxBatchItems: 3, maxWaitMs: 60_000 })
+  const a = b.push('a')
+  const b1 = b.push('b')
+  await until(() => sink.calls.length === 1, 'the first batch')
+  t.same(sink.calls[0].items, ['a', 'b'])
+  // One slot free: the call of two waits whole, and a push after it waits
+  // behind it rather than take the slot.
+  const unit = b.pushAll(['c', 'd'])
+  const after = b.push('e')
+  t.match(b.stats(), { waiting: 3, queued: 0 })
+  sink.calls[0].resolve()
+  await Promise.all([a, b1])
+  await until(() => sink.calls.length === 2, 'the unit, once two slots were free')
+  t.same(sink.calls[1].items, ['c', 'd', 'e'], 'c and d went together, e after them')
+  sink.calls[1].resolve()
+  await Promise.all([...unit, after])
+
+  // Never room for all: they wait out maxWaitMs and are refused together,
+  // none of them sent.
+  const short = make(t, { send: sink.send, maxQueuedItems: 2, maxBatchItems: 2, maxWaitMs: 20 })
+  const held = short.push('x')
+  await until(() => sink.calls.length === 3, 'x in flight')
+  const refused = await Promise.all(short.pushAll(['y', 'z']).map(caught))
+  for (const result of refused) t.match(result, { code: 'ERR_IO_HYGIENE_QUEUE_FULL', message: /maxWaitMs/ })
+  sink.calls[2].resolve()
+  await held
+  t.equal(sink.calls.length, 3, 'neither y nor z was sent')
+  t.match(short.stats(), { dropped: 2, flushed: 1 })
+})
+
+t.test('pushAll() with a call larger than the whole queue streams it through, in order', async (t) => {
   const sink = manualSink()
   const b = make(t, { send: sink.send, maxQueuedItems: 1, maxBatchItems: 1 })
   const pushes = b.pushAll(['a', 'b'])

@@ -157,7 +157,7 @@ export interface Batcher<T, R = unknown> {
   readonly name: string
   readonly closed: boolean
   push(item: T): Promise<R>
-  /** push() for each item; with overflow 'reject', all are refused together unless all fit. */
+  /** push() for each item, but they stand or fall together: refused together unless all fit ('reject'), or admitted together once all fit ('wait'). */
   pushAll(items: readonly T[]): Array<Promise<R>>
   flush(options?: { timeoutMs?: number | null }): Promise<void>
   close(options?: { timeoutMs?: number | null }): Promise<void>
