@@ -242,7 +242,7 @@ class Batcher {
     const invalid = this.#sizeError(bytes, 'push()')
     if (invalid !== null) return this.#drop(invalid)
     // Nobody overtakes a waiting push: that would break call order.
-    const fits = this.#waiting.length === 0 && this.#held < o.maxQueuedItems && this.#heldBytes + bytes <= o.maxQueuedBytes
+    const fits = this.#waiting.length === 0 && this.#hasRoom(1, bytes)
     if (!fits && o.overflow === 'reject') return this.#drop(this.#queueFull('no room'))
     let rec
     const promise = new Promise((resolve, reject) => {
@@ -284,12 +284,11 @@ class Batcher {
     }
     const larger = n > o.maxQueuedItems || bytes > o.maxQueuedBytes
     if (err === null && larger && o.overflow === 'wait') return items.map((item) => this.push(item))
-    const fits = !larger && this.#waiting.length === 0 && this.#held + n <= o.maxQueuedItems && this.#heldBytes + bytes <= o.maxQueuedBytes
+    const fits = !larger && this.#waiting.length === 0 && this.#hasRoom(n, bytes)
     if (err === null && !fits && o.overflow === 'reject') err = this.#queueFull(`no room for all ${n} items of one call`)
     if (err !== null) {
-      this.#counters.dropped += n
-      if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: o.name, items: n, error: err, stage: 'push' })
-      return items.map(() => Promise.reject(err))
+      const refused = this.#drop(err, n)
+      return items.map(() => refused)
     }
     const now = performance.now()
     const records = new Array(n)
@@ -311,6 +310,11 @@ class Batcher {
     }
     if (this.#waiting.length === n) this.#schedule()
     return promises
+  }
+
+  // Whether `count` more items of `bytes` in all stay within both bounds.
+  #hasRoom (count, bytes) {
+    return this.#held + count <= this.#options.maxQueuedItems && this.#heldBytes + bytes <= this.#options.maxQueuedBytes
   }
 
   #sizeError (bytes, method) {
@@ -413,8 +417,7 @@ class Batcher {
     while (waiting.length > 0) {
       const rec = waiting.peek()
       const count = rec.unit === null ? 1 : rec.unit.items
-      const bytes = rec.unit === null ? rec.bytes : rec.unit.bytes
-      if (this.#held + count > o.maxQueuedItems || this.#heldBytes + bytes > o.maxQueuedBytes) break
+      if (!this.#hasRoom(count, rec.unit === null ? rec.bytes : rec.unit.bytes)) break
       for (let i = 0; i < count; i++) this.#admit(waiting.shift(), now)
     }
     let sent = null
@@ -548,7 +551,7 @@ class Batcher {
     }
     this.#counters.flushed += flushed
     // Their room may admit pushes that wait for it.
-    this.#schedule()
+    if (this.#waiting.length > 0) this.#schedule()
   }
 
   #retriable (err) {
@@ -665,9 +668,10 @@ class Batcher {
     }
   }
 
-  #drop (err) {
-    this.#counters.dropped++
-    if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: this.#options.name, items: 1, error: err, stage: 'push' })
+  // Refuses `count` pushes with one error (one promise for all of them).
+  #drop (err, count = 1) {
+    this.#counters.dropped += count
+    if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: this.#options.name, items: count, error: err, stage: 'push' })
     return Promise.reject(err)
   }
 

@@ -85,14 +85,14 @@ function requestGroup (acks, timeout, compression) {
 // Indexed by acks + 1 (acks is -1, 0 or 1).
 const PLAIN_REQUESTS = [-1, 0, 1].map((acks) => requestGroup(acks, undefined, undefined))
 
-// The batcher works on messages: { topic, message, group }, where group holds
-// what must be equal within one Produce request.
+// The batcher works on messages: { topic, message, bytes, request }, where
+// request holds what must be equal within one Produce request.
 function sizeOf (item) {
   return item.bytes
 }
 
 function groupOf (item) {
-  return item.group
+  return item.request.key
 }
 
 class WrappedProducer {
@@ -219,7 +219,6 @@ class WrappedProducer {
       return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, 'the idempotent producer needs acks=-1 (the kafkajs default)'))
     }
     const request = this.#requestOf(acks, timeout, compression)
-    const key = request.key
     const items = []
     for (const entry of topicMessages) {
       if (entry === null || typeof entry !== 'object' || !this.#isTopicName(entry.topic)) {
@@ -233,12 +232,12 @@ class WrappedProducer {
           return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `every message for topic "${entry.topic}" needs a "value" (null for a tombstone)`))
         }
         const bytes = messageBytes(message)
-        // The batcher would refuse it too, but only after the call's earlier
-        // messages were queued: refuse the whole call, as kafkajs would.
+        // pushAll() would refuse the whole call too; checked here so that the
+        // error names the call and the topic, not the batcher.
         if (bytes > this.#maxBatchBytes) {
           return Promise.reject(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${entry.topic}"`, bytes, this.#maxBatchBytes))
         }
-        items.push({ topic: entry.topic, message, bytes, group: key, request })
+        items.push({ topic: entry.topic, message, bytes, request })
       }
     }
     if (items.length === 0) return Promise.resolve([])

@@ -2,14 +2,12 @@
 
 const fs = require('node:fs')
 const net = require('node:net')
+const { promisify } = require('node:util')
 
 // fs's callback API: fs.promises would load ~10 internal modules (readline
 // among them) into every process that makes a cache.
-function call (method, ...args) {
-  return new Promise((resolve, reject) => {
-    method(...args, (error, value) => error ? reject(error) : resolve(value))
-  })
-}
+const stat = promisify(fs.stat)
+const readFile = promisify(fs.readFile)
 
 // The hosts file, parsed on demand and re-read when its mtime changes (checked
 // at most once per `checkIntervalMs`). It tells the cache which names the
@@ -49,23 +47,23 @@ class HostsFile {
   }
 
   async #load () {
-    let stat
+    let info
     try {
-      stat = await call(fs.stat, this.#path)
+      info = await stat(this.#path)
     } catch {
       this.#names = new Map()
       this.#mtimeMs = -1
       return
     }
-    if (stat.mtimeMs === this.#mtimeMs) return
+    if (info.mtimeMs === this.#mtimeMs) return
     let text
     try {
-      text = await call(fs.readFile, this.#path, 'utf8')
+      text = await readFile(this.#path, 'utf8')
     } catch {
       text = ''
     }
     this.#names = parseHosts(text)
-    this.#mtimeMs = stat.mtimeMs
+    this.#mtimeMs = info.mtimeMs
   }
 }
 

@@ -42,7 +42,7 @@ function createDnsCache (options) {
   const where = 'createDnsCache()'
   const resolved = resolve(where, spec, options)
   check(resolved, where)
-  return build(resolved, dns.lookup, null)
+  return build(resolved)
 }
 
 // What no single option's validator can see.
@@ -52,20 +52,16 @@ function check (resolved, where) {
   }
 }
 
-// The cache asks `lookup` (past any io-hygiene wrapper, so never itself; a
-// second copy of io-hygiene recognises the first's): whatever dns.lookup is
-// when the cache is made, another library's wrapper included. With
-// `promiseLookup` null, lookupAsync is made on first use from whatever
-// dns.promises.lookup is then: reading dns.promises loads Node's promise
-// resolver, which a cache used only with callbacks (statsd's) never needs.
-function build (resolved, lookup, promiseLookup) {
-  const systemLookup = originalOf(lookup)
+// The cache asks whatever dns.lookup is when it is made (past any io-hygiene
+// wrapper, so never itself; a second copy of io-hygiene recognises the
+// first's), another library's wrapper included. lookupAsync is made on first
+// use, from whatever dns.promises.lookup is then (install() uses it at once):
+// reading dns.promises loads Node's promise resolver, which a cache used only
+// with callbacks (statsd's) never needs.
+function build (resolved) {
+  const systemLookup = originalOf(dns.lookup)
   const cache = new DnsCache(resolved, systemLookup)
   cache.lookup = createLookup(cache, systemLookup)
-  if (promiseLookup !== null) {
-    cache.lookupAsync = createPromiseLookup(cache, originalOf(promiseLookup))
-    return cache
-  }
   let lookupAsync = null
   return Object.defineProperty(cache, 'lookupAsync', {
     enumerable: true,
@@ -75,7 +71,7 @@ function build (resolved, lookup, promiseLookup) {
 
 // Replaces dns.lookup and dns.promises.lookup; returns { value, undo }.
 function installDns (resolved) {
-  const cache = build(resolved, dns.lookup, dns.promises.lookup)
+  const cache = build(resolved)
   const undoLookup = wrap(dns, 'lookup', () => cache.lookup)
   const undoPromise = wrap(dns.promises, 'lookup', () => cache.lookupAsync)
   syncBuiltinESMExports()
