@@ -5,13 +5,19 @@
 //   baseline      raw kafkajs, one awaited send() per message
 //   io-hygiene    the same send() calls through wrapProducer()
 //   hand-batched  kafkajs sendBatch() of 500 messages (the ceiling)
+// and, only when KAFKA_BENCH_LABELS names them:
+//   hand-batched-idempotent  the same on kafkajs's idempotent producer (the
+//                 one io-hygiene uses), whose per-broker lock lets one
+//                 request be in flight: the ceiling on that producer
+//   io-hygiene@lingerMs=0+maxBatchMessages=500  wrapProducer() options, to
+//                 compare settings in one run
 // Scenarios: `throughput` (50,000 messages of ~100 bytes, acks=-1, 1,000
 // sends in flight) and `restart` (the same, with the broker stopped for 15 s
 // and started again after a fifth of the messages were acknowledged).
 // Each label first sends 5,000 messages to a topic of its own (not counted),
 // then its heap is collected and the broker left idle for a second.
-// throughput runs 3 times with the labels rotated; each label reports its run
-// of median msg/s.
+// throughput runs 7 times with the labels rotated; each label reports its run
+// of median msg/s (one run of each swings by ±20% on a shared machine).
 // --quick (or KAFKA_BENCH_MESSAGES / KAFKA_BENCH_OUTAGE_MS) shrinks the
 // workload for a fast look; the default is the issue's workload.
 const { monitorEventLoopDelay } = require('node:perf_hooks')
@@ -34,7 +40,7 @@ const HAND_BATCH = 500
 const PARTITIONS = 3
 const VALUE_BYTES = 100
 // Repetitions of the throughput scenario (KAFKA_BENCH_REPEATS).
-const REPEATS = Number(process.env.KAFKA_BENCH_REPEATS ?? (quick ? 1 : 3))
+const REPEATS = Number(process.env.KAFKA_BENCH_REPEATS ?? (quick ? 1 : 7))
 const WARM_UP_MESSAGES = Math.min(5_000, MESSAGES)
 const SETTLE_MS = 1_000
 // A run that has not finished by then stops sending; what is left is reported.
@@ -46,6 +52,16 @@ let progressOf = () => ({})
 
 function range (first, end) {
   return Array.from({ length: end - first }, (_, k) => first + k)
+}
+
+// 'io-hygiene@lingerMs=0+maxBatchMessages=500' -> { lingerMs: 0, maxBatchMessages: 500 }
+function optionsOf (label) {
+  const at = label.indexOf('@')
+  if (at === -1) return undefined
+  return Object.fromEntries(label.slice(at + 1).split('+').map((pair) => {
+    const [name, setting] = pair.split('=')
+    return [name, Number(setting)]
+  }))
 }
 
 function value (n) {
@@ -122,7 +138,8 @@ async function drive ({ sendChunk, chunk, callers, onProgress, messages = MESSAG
 }
 
 async function run ({ label, kafka, broker, scenario, rep }) {
-  const topic = `bench-${scenario}-${label}-${rep}-${process.pid}`
+  const kind = label.split('@')[0]
+  const topic = `bench-${scenario}-${label.replace(/[^a-zA-Z0-9-]/g, '_')}-${rep}-${process.pid}`
   const warmTopic = `${topic}-warm-up`
   // A fresh admin each run: one that lived through a broker restart may
   // hold a dead connection.
@@ -131,13 +148,15 @@ async function run ({ label, kafka, broker, scenario, rep }) {
   await admin.createTopics({ topics: [topic, warmTopic].map((name) => ({ topic: name, numPartitions: PARTITIONS })), waitForLeaders: true })
   await admin.disconnect()
   // io-hygiene uses the idempotent producer (what makes its retries safe);
-  // the others are kafkajs's default producer, as most services use it.
-  const raw = kafka.producer(label === 'io-hygiene' ? { idempotent: true } : {})
+  // the others are kafkajs's default producer, as most services use it,
+  // unless named -idempotent.
+  const idempotent = kind === 'io-hygiene' || kind === 'hand-batched-idempotent'
+  const raw = kafka.producer(idempotent ? { idempotent: true } : {})
   const counter = requestCounter(raw)
   await raw.connect()
-  const producer = label === 'io-hygiene' ? wrapProducer(raw) : raw
+  const producer = kind === 'io-hygiene' ? wrapProducer(raw, optionsOf(label)) : raw
   const message = (i) => ({ value: value(i) })
-  const planFor = (topic) => label === 'hand-batched'
+  const planFor = (topic) => kind.startsWith('hand-batched')
     ? { chunk: HAND_BATCH, callers: IN_FLIGHT / HAND_BATCH, sendChunk: (first, end) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: range(first, end).map(message) }] }) }
     : { chunk: 1, callers: IN_FLIGHT, sendChunk: (i) => producer.send({ topic, acks: -1, messages: [message(i)] }) }
   // Every label starts alike: its code paths warmed up on a topic of their
@@ -232,7 +251,9 @@ async function main () {
           const label = LABELS[(i + rep) % LABELS.length]
           const progress = setInterval(() => process.stderr.write(`  ${label}: ${JSON.stringify(progressOf())}\n`), 10_000).unref()
           if (!process.argv.includes('--json')) process.stderr.write(`${scenario} ${label} (${rep + 1}/${repeats})...\n`)
-          byLabel.get(label).push(await run({ label, kafka, broker, scenario, rep }))
+          const result = await run({ label, kafka, broker, scenario, rep })
+          byLabel.get(label).push(result)
+          if (!process.argv.includes('--json')) process.stderr.write(`  ${result.msgPerSec} msg/s, ${result.cpuUsPerMsg} µs CPU/msg\n`)
           clearInterval(progress)
         }
       }
