@@ -238,6 +238,8 @@ async function main () {
   }
   const kafka = new Kafka({ clientId: 'io-hygiene-bench', brokers: broker.brokers, logLevel: process.env.KAFKA_BENCH_LOG ? logLevel.ERROR : logLevel.NOTHING })
   const scenarios = []
+  // Every throughput run's msg/s, lowest first: how far one run could be off.
+  let spread = ''
   try {
     for (const scenario of SCENARIOS) {
       // throughput is repeated with the labels rotated, and each label
@@ -262,6 +264,7 @@ async function main () {
         return all[Math.floor(all.length / 2)]
       })
       scenarios.push({ name: scenario, repeats, runs })
+      if (repeats > 1) spread = LABELS.map((label) => `${label} ${byLabel.get(label).map((r) => r.msgPerSec).join(', ')}`).join('; ')
     }
   } finally {
     await broker.close()
@@ -280,6 +283,7 @@ async function main () {
         `throughput: each label's run of median msg/s out of ${REPEATS}, labels rotated.`,
       `throughput ratios: io-hygiene/baseline msg/s ${round(ioh.msgPerSec / base.msgPerSec, 2)}x, io-hygiene/hand-batched ${round(ioh.msgPerSec / hand.msgPerSec, 2)}x, ` +
         `produce requests io-hygiene/baseline ${round(ioh.produceRequests / base.produceRequests, 4)}.`,
+      ...(spread === '' ? [] : [`throughput msg/s of every run, lowest first: ${spread}.`]),
     ],
   })
 }
