@@ -35,6 +35,8 @@ const OUTAGE_MS = Number(process.env.KAFKA_BENCH_OUTAGE_MS ?? (quick ? 5_000 : 1
 // KAFKA_BENCH_SCENARIOS=throughput runs a subset, for quicker iterations.
 const SCENARIOS = (process.env.KAFKA_BENCH_SCENARIOS ?? 'throughput,restart').split(',')
 const LABELS = (process.env.KAFKA_BENCH_LABELS ?? 'baseline,io-hygiene,hand-batched').split(',')
+const KINDS = ['baseline', 'io-hygiene', 'hand-batched', 'hand-batched-idempotent']
+const json = process.argv.includes('--json')
 const IN_FLIGHT = 1_000
 const HAND_BATCH = 500
 const PARTITIONS = 3
@@ -54,14 +56,19 @@ function range (first, end) {
   return Array.from({ length: end - first }, (_, k) => first + k)
 }
 
-// 'io-hygiene@lingerMs=0+maxBatchMessages=500' -> { lingerMs: 0, maxBatchMessages: 500 }
-function optionsOf (label) {
-  const at = label.indexOf('@')
-  if (at === -1) return undefined
-  return Object.fromEntries(label.slice(at + 1).split('+').map((pair) => {
-    const [name, setting] = pair.split('=')
-    return [name, Number(setting)]
-  }))
+// 'io-hygiene@lingerMs=0+maxBatchMessages=500' ->
+// { kind: 'io-hygiene', options: { lingerMs: 0, maxBatchMessages: 500 } }.
+// A misspelt kind throws here; a misspelt option throws in wrapProducer().
+function parseLabel (label) {
+  const [kind, settings] = label.split('@')
+  if (!KINDS.includes(kind)) throw new Error(`KAFKA_BENCH_LABELS: unknown label "${kind}"; known: ${KINDS.join(', ')}`)
+  const options = settings === undefined
+    ? undefined
+    : Object.fromEntries(settings.split('+').map((pair) => {
+      const [name, setting] = pair.split('=')
+      return [name, Number(setting)]
+    }))
+  return { kind, options }
 }
 
 function value (n) {
@@ -138,7 +145,7 @@ async function drive ({ sendChunk, chunk, callers, onProgress, messages = MESSAG
 }
 
 async function run ({ label, kafka, broker, scenario, rep }) {
-  const kind = label.split('@')[0]
+  const { kind, options } = parseLabel(label)
   const topic = `bench-${scenario}-${label.replace(/[^a-zA-Z0-9-]/g, '_')}-${rep}-${process.pid}`
   const warmTopic = `${topic}-warm-up`
   // A fresh admin each run: one that lived through a broker restart may
@@ -154,7 +161,7 @@ async function run ({ label, kafka, broker, scenario, rep }) {
   const raw = kafka.producer(idempotent ? { idempotent: true } : {})
   const counter = requestCounter(raw)
   await raw.connect()
-  const producer = kind === 'io-hygiene' ? wrapProducer(raw, optionsOf(label)) : raw
+  const producer = kind === 'io-hygiene' ? wrapProducer(raw, options) : raw
   const message = (i) => ({ value: value(i) })
   const planFor = (topic) => kind.startsWith('hand-batched')
     ? { chunk: HAND_BATCH, callers: IN_FLIGHT / HAND_BATCH, sendChunk: (first, end) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: range(first, end).map(message) }] }) }
@@ -231,6 +238,8 @@ async function run ({ label, kafka, broker, scenario, rep }) {
 }
 
 async function main () {
+  // Before the broker starts: a misspelt label fails at once.
+  for (const label of LABELS) parseLabel(label)
   const broker = await startKafka({ partitions: PARTITIONS })
   // Ctrl-C or a CI timeout: take the broker down with us.
   for (const signal of ['SIGINT', 'SIGTERM']) {
@@ -252,19 +261,17 @@ async function main () {
         for (let i = 0; i < LABELS.length; i++) {
           const label = LABELS[(i + rep) % LABELS.length]
           const progress = setInterval(() => process.stderr.write(`  ${label}: ${JSON.stringify(progressOf())}\n`), 10_000).unref()
-          if (!process.argv.includes('--json')) process.stderr.write(`${scenario} ${label} (${rep + 1}/${repeats})...\n`)
+          if (!json) process.stderr.write(`${scenario} ${label} (${rep + 1}/${repeats})...\n`)
           const result = await run({ label, kafka, broker, scenario, rep })
           byLabel.get(label).push(result)
-          if (!process.argv.includes('--json')) process.stderr.write(`  ${result.msgPerSec} msg/s, ${result.cpuUsPerMsg} µs CPU/msg\n`)
+          if (!json) process.stderr.write(`  ${result.msgPerSec} msg/s, ${result.cpuUsPerMsg} µs CPU/msg\n`)
           clearInterval(progress)
         }
       }
-      const runs = LABELS.map((label) => {
-        const all = byLabel.get(label).sort((a, b) => a.msgPerSec - b.msgPerSec)
-        return all[Math.floor(all.length / 2)]
-      })
+      const sorted = LABELS.map((label) => byLabel.get(label).sort((a, b) => a.msgPerSec - b.msgPerSec))
+      const runs = sorted.map((all) => all[Math.floor(all.length / 2)])
       scenarios.push({ name: scenario, repeats, runs })
-      if (repeats > 1) spread = LABELS.map((label) => `${label} ${byLabel.get(label).map((r) => r.msgPerSec).join(', ')}`).join('; ')
+      if (repeats > 1) spread = LABELS.map((label, k) => `${label} ${sorted[k].map((r) => r.msgPerSec).join(', ')}`).join('; ')
     }
   } finally {
     await broker.close()
