@@ -53,6 +53,7 @@
 // deadlines and overflow waits; it is ref'd only while someone awaits flush()
 // or close(), and their own deadlines are ref'd timers.
 const { channels } = require('./diagnostics')
+const { onShutdown, offShutdown } = require('./shutdown')
 const { integer, boolean, oneOf, func, string, nullable, resolve } = require('./options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
@@ -217,7 +218,12 @@ class Batcher {
   constructor (options) {
     this.#options = options
     this.#what = `batcher "${options.name}"`
-    if (options.flushOnSignals) register(this, () => this.close({ timeoutMs: options.shutdownTimeoutMs }))
+    if (options.flushOnSignals) {
+      onShutdown(this, {
+        close: () => this.close({ timeoutMs: options.shutdownTimeoutMs }),
+        flush: () => this.flush(),
+      })
+    }
   }
 
   get name () {
@@ -724,7 +730,7 @@ class Batcher {
     clearTimeout(this.#timer)
     this.#timer = null
     this.#groups.clear()
-    unregister(this)
+    offShutdown(this)
   }
 
   // One timer for the earliest thing that is due later: a linger, a retry,
@@ -783,71 +789,6 @@ function createBatcher (options) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'concurrency above 1 needs groupOf: one group never has two batches in flight, so that it keeps its order')
   }
   return new Batcher(o)
-}
-
-// One listener set for every batcher that asked for flushOnSignals, removed
-// when the last of them closes.
-const registry = new Map() // batcher -> close()
-let shuttingDown = false
-const SIGNALS = ['SIGTERM', 'SIGINT']
-const kSignalExit = Symbol.for('signal-exit emitter')
-
-function register (batcher, close) {
-  if (registry.size === 0) {
-    for (const signal of SIGNALS) process.on(signal, onSignal)
-    process.on('beforeExit', onBeforeExit)
-  }
-  registry.set(batcher, close)
-}
-
-function unregister (batcher) {
-  if (!registry.delete(batcher) || registry.size > 0) return
-  removeListeners()
-}
-
-function removeListeners () {
-  for (const signal of SIGNALS) process.removeListener(signal, onSignal)
-  process.removeListener('beforeExit', onBeforeExit)
-}
-
-// Closes every batcher (each within its shutdownTimeoutMs), then lets the
-// signal do what it would have done without us: if nobody else listens, it
-// is raised again and the process dies of it. A second signal while we
-// drain does that at once. signal-exit's listeners (v3 and v4 publish how
-// many they installed, for each other) defer to any other listener and
-// re-raise only when alone, so they do not count as somebody listening:
-// otherwise each would wait for the other and the signal would be ignored.
-function onSignal (signal) {
-  if (shuttingDown) {
-    removeListeners()
-    process.kill(process.pid, signal)
-    return
-  }
-  shuttingDown = true
-  const closing = []
-  for (const close of registry.values()) closing.push(close())
-  Promise.allSettled(closing).then(() => {
-    shuttingDown = false
-    removeListeners()
-    if (process.listenerCount(signal) <= signalExitListeners()) process.kill(process.pid, signal)
-  })
-}
-
-function signalExitListeners () {
-  const v3 = process.__signal_exit_emitter__?.count ?? 0
-  // Under tap every process has signal-exit v4 (its coverage hook loads it),
-  // so its absence is only seen outside the runner; the test runs the same
-  // fixture with tap's hooks stripped to check that case.
-  /* c8 ignore next */
-  const v4 = globalThis[kSignalExit]?.count ?? 0
-  return v3 + v4
-}
-
-// The loop ran dry with items still lingering behind unref'd timers: send
-// them. flush() refs the timer until they settle; with nothing held this is a
-// no-op, so beforeExit can fire again and the process exits.
-function onBeforeExit () {
-  for (const batcher of registry.keys()) batcher.flush()
 }
 
 module.exports = { spec, createBatcher, FLUSH_LATENCY_BUCKETS_MS }
