@@ -1,20 +1,35 @@
 'use strict'
 
-const { ERR_IO_HYGIENE_INVALID_ENV } = require('./errors')
+const { ERR_IO_HYGIENE_INVALID_ENV, ERR_IO_HYGIENE_UNKNOWN_ENV } = require('./errors')
 
-// install() options from IO_HYGIENE_* environment variables, for
-// `node -r io-hygiene/register`. IO_HYGIENE_<MODULE>=0 turns a module off;
-// IO_HYGIENE_<MODULE>_<OPTION> sets an option (maxTtlMs -> MAX_TTL_MS).
-// Values are parsed by the option's type; install() then validates them as
-// it validates code, so a bad value fails the same way.
+// install() options from IO_HYGIENE_* environment variables. IO_HYGIENE_<MODULE>=0
+// turns a module off; IO_HYGIENE_<MODULE>_<OPTION> sets an option (maxTtlMs ->
+// MAX_TTL_MS). Values are parsed by the option's type; install() then
+// validates them as it validates code, so a bad value fails the same way.
+// The known names come from the module specs, so a new module's options get
+// variables without a list to keep in step.
+const PREFIX = 'IO_HYGIENE_'
+// The project's own tests and benchmarks pass state to their child processes here.
+const RESERVED = ['IO_HYGIENE_TEST_', 'IO_HYGIENE_BENCH_']
+
 function envName (moduleName, key) {
   const snake = key.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase()
-  return `IO_HYGIENE_${moduleName.toUpperCase()}_${snake}`
+  return `${PREFIX}${moduleName.toUpperCase()}_${snake}`
+}
+
+// Options a variable can carry: functions and objects cannot be spelt in one.
+function settable (expects) {
+  return typeof expects === 'string' && /^(integer|number|boolean|string|")/.test(expects)
 }
 
 function parseValue (name, raw, expects) {
+  if (expects.endsWith('| null') && raw === '') return null
   if (expects.startsWith('integer')) {
     if (!/^\d+$/.test(raw)) throw new ERR_IO_HYGIENE_INVALID_ENV(name, 'a whole number', raw)
+    return Number(raw)
+  }
+  if (expects.startsWith('number')) {
+    if (!/^-?(\d+\.?\d*|\.\d+)$/.test(raw)) throw new ERR_IO_HYGIENE_INVALID_ENV(name, 'a number', raw)
     return Number(raw)
   }
   if (expects.startsWith('boolean')) {
@@ -22,36 +37,112 @@ function parseValue (name, raw, expects) {
     if (raw === '0' || raw === 'false') return false
     throw new ERR_IO_HYGIENE_INVALID_ENV(name, '1, 0, true or false', raw)
   }
-  if (expects.startsWith('string[]')) {
-    if (expects.endsWith('| null') && raw === '') return null
-    return raw.split(',').map((s) => s.trim()).filter(Boolean)
-  }
-  if (expects.endsWith('| null') && raw === '') return null
+  if (expects.startsWith('string[]')) return raw.split(',').map((s) => s.trim()).filter(Boolean)
   return raw
 }
 
-function optionsFromEnv (modules, env = process.env) {
-  const options = {}
+// Every variable install() reads: name -> { module, key, expects } (key null
+// for the module's on/off switch).
+function knownVariables (modules) {
+  const known = new Map()
   for (const mod of modules) {
-    const flag = env[`IO_HYGIENE_${mod.name.toUpperCase()}`]
-    if (flag !== undefined) {
-      const on = parseValue(`IO_HYGIENE_${mod.name.toUpperCase()}`, flag, 'boolean')
-      if (!on) {
-        options[mod.name] = false
-        continue
-      }
-      options[mod.name] = {}
-    }
+    known.set(`${PREFIX}${mod.name.toUpperCase()}`, { module: mod.name, key: null, expects: 'boolean' })
     const spec = mod.spec()
     for (const key of Object.keys(spec)) {
-      const name = envName(mod.name, key)
-      const raw = env[name]
-      if (raw === undefined || !spec[key].check.expects) continue
-      options[mod.name] ??= {}
-      options[mod.name][key] = parseValue(name, raw, spec[key].check.expects)
+      const expects = spec[key].check.expects
+      if (settable(expects)) known.set(envName(mod.name, key), { module: mod.name, key, expects })
     }
   }
-  return options
+  return known
 }
 
-module.exports = { optionsFromEnv, envName }
+// What install() takes from the environment: `options` as install() takes
+// them and, per module, the variables that were set, to name them when a
+// value is refused.
+function readEnv (modules, env = process.env) {
+  const known = knownVariables(modules)
+  checkNames(known, env)
+  const options = {}
+  const names = {}
+  for (const [name, { module, key, expects }] of known) {
+    const raw = env[name]
+    if (raw === undefined) continue
+    const value = parseValue(name, raw, expects)
+    ;(names[module] ??= []).push(`${name}=${raw}`)
+    if (key === null) {
+      if (value === false) options[module] = false
+      else if (options[module] !== false) options[module] ??= {}
+    } else if (options[module] !== false) {
+      options[module] ??= {}
+      options[module][key] = value
+    }
+  }
+  return { options, names }
+}
+
+function optionsFromEnv (modules, env = process.env) {
+  return readEnv(modules, env).options
+}
+
+// A misspelt variable fails like a misspelt option: any IO_HYGIENE_* name
+// install() does not read, and names within two edits of the prefix
+// (IO_HYGEINE_DNS, io_hygiene_dns), which would otherwise be ignored silently.
+function checkNames (known, env) {
+  for (const name of Object.keys(env)) {
+    if (name.startsWith(PREFIX)) {
+      if (known.has(name) || RESERVED.some((prefix) => name.startsWith(prefix))) continue
+      throw new ERR_IO_HYGIENE_UNKNOWN_ENV(name, closest(name, known))
+    }
+    const meant = nearMiss(name)
+    if (meant !== null) throw new ERR_IO_HYGIENE_UNKNOWN_ENV(name, closest(meant, known))
+  }
+}
+
+// The name with its prefix corrected, if its prefix is a near miss of ours.
+function nearMiss (name) {
+  const upper = name.toUpperCase()
+  if (upper.startsWith(PREFIX)) return upper
+  let best = null
+  let bestDistance = 3
+  for (let length = PREFIX.length - 2; length <= PREFIX.length + 2; length++) {
+    const d = distance(upper.slice(0, length), PREFIX)
+    if (d < bestDistance) {
+      best = PREFIX + upper.slice(length)
+      bestDistance = d
+    }
+  }
+  return best
+}
+
+function closest (name, known) {
+  let best = null
+  let bestDistance = Infinity
+  for (const candidate of known.keys()) {
+    const d = distance(name, candidate)
+    if (d < bestDistance) {
+      best = candidate
+      bestDistance = d
+    }
+  }
+  return best
+}
+
+// Edit distance counting a swap of neighbours as one edit (optimal string
+// alignment), so HYGEINE is one edit from HYGIENE.
+function distance (a, b) {
+  const rows = [Array.from({ length: b.length + 1 }, (_, j) => j)]
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i]
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1
+      row[j] = Math.min(rows[i - 1][j] + 1, row[j - 1] + 1, rows[i - 1][j - 1] + cost)
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        row[j] = Math.min(row[j], rows[i - 2][j - 2] + 1)
+      }
+    }
+    rows.push(row)
+  }
+  return rows[a.length][b.length]
+}
+
+module.exports = { readEnv, optionsFromEnv, envName, knownVariables, distance }

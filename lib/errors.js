@@ -4,17 +4,26 @@
 // README, the types and the tests can check the list against one source.
 const codes = {}
 
-function createError (code, message, Base = Error) {
+// As Node's own errors: `name` is the base class's ("TypeError"), and the
+// code shows in the stack ("TypeError [ERR_...]: ...") because the name holds
+// it for the moment the stack is formatted. With `showCause`, the cause's
+// message ends the message, so the reason is read where people read.
+function createError (code, message, Base = Error, { showCause = false } = {}) {
   class IoHygieneError extends Base {
     constructor (...args) {
       const last = args[args.length - 1]
       const options = last !== null && typeof last === 'object' && 'cause' in last ? args.pop() : undefined
-      super(typeof message === 'function' ? message(...args) : message, options)
+      let text = typeof message === 'function' ? message(...args) : message
+      if (showCause && options?.cause?.message) text += ` (${options.cause.message})`
+      super(text, options)
       this.code = code
+      this.name = `${Base.name} [${code}]`
+      this.stack // eslint-disable-line no-unused-expressions -- formats the stack with the code in it
+      delete this.name
     }
 
-    get name () {
-      return `${Base.name} [${code}]`
+    toString () {
+      return `${this.name} [${code}]: ${this.message}`
     }
   }
   Object.defineProperty(IoHygieneError, 'name', { value: code })
@@ -30,7 +39,8 @@ const ERR_IO_HYGIENE_UNKNOWN_OPTION = createError(
 const ERR_IO_HYGIENE_INVALID_OPTION = createError(
   'ERR_IO_HYGIENE_INVALID_OPTION',
   (where, key, expected, value) => `${where}: option "${key}" must be ${expected}, got ${describe(value)}`,
-  TypeError
+  TypeError,
+  { showCause: true }
 )
 const ERR_IO_HYGIENE_OPTION_RANGE = createError(
   'ERR_IO_HYGIENE_OPTION_RANGE',
@@ -52,10 +62,10 @@ const ERR_IO_HYGIENE_INVALID_ENV = createError(
   (name, expected, value) => `environment variable ${name} must be ${expected}, got ${JSON.stringify(value)}`,
   TypeError
 )
-const ERR_IO_HYGIENE_ALREADY_INSTALLED = createError(
-  'ERR_IO_HYGIENE_ALREADY_INSTALLED',
-  'io-hygiene is already installed with different options; call uninstall() first',
-  Error
+const ERR_IO_HYGIENE_UNKNOWN_ENV = createError(
+  'ERR_IO_HYGIENE_UNKNOWN_ENV',
+  (name, closest) => `unknown environment variable ${name} (did you mean ${closest}? the README lists every IO_HYGIENE_* variable)`,
+  TypeError
 )
 const ERR_IO_HYGIENE_QUEUE_FULL = createError(
   'ERR_IO_HYGIENE_QUEUE_FULL',
@@ -97,7 +107,10 @@ function describe (value) {
   if (typeof value === 'string') return JSON.stringify(value)
   if (typeof value === 'bigint') return `${value}n`
   if (value === null || typeof value !== 'object') return String(value)
-  return Array.isArray(value) ? 'an array' : 'an object'
+  if (!Array.isArray(value)) return 'an object'
+  // A short array of strings and numbers is shown: the bad entry is in it.
+  const shown = value.every((v) => typeof v === 'string' || typeof v === 'number') ? JSON.stringify(value) : ''
+  return shown !== '' && shown.length <= 80 ? shown : 'an array'
 }
 
 module.exports = {
@@ -109,7 +122,7 @@ module.exports = {
   ERR_IO_HYGIENE_CONFLICTING_OPTIONS,
   ERR_IO_HYGIENE_INVALID_ARGUMENT,
   ERR_IO_HYGIENE_INVALID_ENV,
-  ERR_IO_HYGIENE_ALREADY_INSTALLED,
+  ERR_IO_HYGIENE_UNKNOWN_ENV,
   ERR_IO_HYGIENE_QUEUE_FULL,
   ERR_IO_HYGIENE_CLOSED,
   ERR_IO_HYGIENE_TIMEOUT,

@@ -1,7 +1,8 @@
 'use strict'
 
 const { resolve } = require('./options')
-const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_ALREADY_INSTALLED } = require('./errors')
+const { readEnv } = require('./env')
+const { ERR_IO_HYGIENE_INVALID_OPTION } = require('./errors')
 
 // The modules install() applies, in this order. Each one has a spec (its
 // options, validated before anything is touched) and an apply(cfg) that
@@ -19,7 +20,11 @@ const modules = [
 const kState = Symbol.for('io-hygiene.install.v1')
 const where = 'install()'
 
-function validate (options) {
+// One precedence, wherever install() is called from: the operator's
+// IO_HYGIENE_* variables win for what they set, the code's options fill the
+// rest. `names` (per module, the variables set) go into error messages, so a
+// refused value names the variable that carried it.
+function validate (options, env) {
   if (options === undefined) options = {}
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'options', 'an object', options)
@@ -31,16 +36,26 @@ function validate (options) {
   const top = resolve(where, spec, options)
   const out = {}
   for (const mod of modules) {
-    const value = top[mod.name]
+    const value = merge(top[mod.name], env.options[mod.name])
     if (value === false) {
       out[mod.name] = false
       continue
     }
-    const at = `install({ ${mod.name} })`
+    const names = env.names[mod.name]
+    const at = `install({ ${mod.name} })${names ? ` with ${names.join(' ')}` : ''}`
     out[mod.name] = resolve(at, mod.spec(), value === true ? {} : value)
     mod.check?.(out[mod.name], at)
   }
-  return out
+  return Object.freeze(out)
+}
+
+// A module's options from code and from the environment. The environment
+// turns a module off with IO_HYGIENE_<MODULE>=0, and on with =1 or by setting
+// any of its variables; otherwise code decides.
+function merge (code, fromEnv) {
+  if (fromEnv === undefined) return code
+  if (fromEnv === false) return false
+  return { ...(typeof code === 'object' ? code : {}), ...fromEnv }
 }
 
 function moduleOptions (mod) {
@@ -54,15 +69,24 @@ function moduleOptions (mod) {
 }
 
 function install (options) {
-  const resolved = validate(options)
+  return installFrom(options, 'an earlier install()')
+}
+
+// A second install() never fails a service that is already installed (say by
+// `node -r io-hygiene/register`, then install() in the app's code): it returns
+// the installation in place, as dd-trace's init() does, and if its options
+// differ, says once which were ignored. Bad options still throw.
+function installFrom (options, origin) {
+  const resolved = validate(options, readEnv(modules))
   const current = globalThis[kState]
   if (current) {
-    if (sameOptions(current.resolved, resolved)) return current.handle
-    throw new ERR_IO_HYGIENE_ALREADY_INSTALLED()
+    const ignored = differences(current.resolved, resolved)
+    if (ignored.length > 0) warnIgnored(current.origin, ignored)
+    return current.handle
   }
 
   const undos = []
-  const handle = { uninstall }
+  const handle = { options: resolved, uninstall }
   try {
     for (const mod of modules) {
       if (resolved[mod.name] === false) {
@@ -77,7 +101,7 @@ function install (options) {
     for (const undo of undos.reverse()) undo()
     throw err
   }
-  globalThis[kState] = { resolved, handle, undos }
+  globalThis[kState] = { resolved, handle, undos, origin }
   return handle
 }
 
@@ -99,21 +123,43 @@ function installed () {
   return globalThis[kState]?.handle ?? null
 }
 
-function sameOptions (a, b) {
+// What `b` asks for that the installation `a` does not have, as
+// "dns.maxTtlMs (asked 6000, in use 5000)".
+function differences (a, b) {
+  const out = []
   for (const key of Object.keys(a)) {
     const x = a[key]
     const y = b[key]
     if (x === y) continue
-    if (!x || !y) return false // one of them is off (false)
+    if (!x || !y) { // one of them is off (false)
+      out.push(`${key} (asked ${y ? 'on' : 'off'}, in use ${x ? 'on' : 'off'})`)
+      continue
+    }
     for (const k of Object.keys(x)) {
       const u = x[k]
       const v = y[k]
       if (u === v) continue
       if (Array.isArray(u) && Array.isArray(v) && u.length === v.length && u.every((e, i) => e === v[i])) continue
-      return false
+      out.push(`${key}.${k} (asked ${show(v)}, in use ${show(u)})`)
     }
   }
-  return true
+  return out
 }
 
-module.exports = { install, uninstall, installed, modules }
+function show (value) {
+  return typeof value === 'function' ? 'a function' : JSON.stringify(value)
+}
+
+const ALREADY_INSTALLED = 'IO_HYGIENE_ALREADY_INSTALLED'
+const warned = new Set()
+
+function warnIgnored (origin, ignored) {
+  const message = `install() found io-hygiene already installed by ${origin} and kept that installation; ` +
+    `ignored: ${ignored.join(', ')}. Set these once: in one install() call, or in IO_HYGIENE_* variables ` +
+    '(which win over code), or call uninstall() before install() to change them.'
+  if (warned.has(message)) return
+  warned.add(message)
+  process.emitWarning(message, { code: ALREADY_INSTALLED, type: 'IoHygieneWarning' })
+}
+
+module.exports = { install, installFrom, uninstall, installed, modules, ALREADY_INSTALLED }

@@ -2,10 +2,13 @@
 
 const t = require('tap')
 const dns = require('node:dns')
+const path = require('node:path')
 const util = require('node:util')
+const { execFile } = require('node:child_process')
 const ioHygiene = require('..')
-const { optionsFromEnv, envName } = require('../lib/env')
-const { modules } = require('../lib/install')
+const { optionsFromEnv, envName, knownVariables, distance } = require('../lib/env')
+const { modules, ALREADY_INSTALLED } = require('../lib/install')
+const { integer, oneOf, func, nullable } = require('../lib/options')
 
 const originalLookup = dns.lookup
 const originalPromise = dns.promises.lookup
@@ -27,22 +30,47 @@ t.test('install() patches dns.lookup and returns a handle; uninstall() restores 
   t.equal(ioHygiene.uninstall(), true, 'a second uninstall is a no-op')
 })
 
-t.test('install() is idempotent for the same options and refuses different ones', async (t) => {
+// The io-hygiene warnings emitted while `fn` runs (they are emitted on the next tick).
+async function warningsOf (fn) {
+  const seen = []
+  const listener = (w) => { if (w.code === ALREADY_INSTALLED) seen.push(w) }
+  process.on('warning', listener)
+  try {
+    fn()
+    await new Promise(setImmediate)
+  } finally {
+    process.removeListener('warning', listener)
+  }
+  return seen
+}
+
+t.test('a second install() returns the installation in place; different options warn once, never throw', async (t) => {
   const a = ioHygiene.install({ dns: { maxTtlMs: 5000 } })
-  t.equal(ioHygiene.install({ dns: { maxTtlMs: 5000 } }), a)
-  t.throws(() => ioHygiene.install({ dns: { maxTtlMs: 6000 } }), { code: 'ERR_IO_HYGIENE_ALREADY_INSTALLED' })
-  t.throws(() => ioHygiene.install({ dns: false }), { code: 'ERR_IO_HYGIENE_ALREADY_INSTALLED' })
+  t.same(await warningsOf(() => t.equal(ioHygiene.install({ dns: { maxTtlMs: 5000 } }), a)), [], 'same options: silent')
+  const [warning, ...more] = await warningsOf(() => {
+    t.equal(ioHygiene.install({ dns: { maxTtlMs: 6000 } }), a)
+    t.equal(ioHygiene.install({ dns: { maxTtlMs: 6000 } }), a)
+  })
+  t.same(more, [], 'one warning for the same ignored options')
+  t.match(warning, { code: 'IO_HYGIENE_ALREADY_INSTALLED', name: 'IoHygieneWarning' })
+  t.match(warning.message, /already installed by an earlier install\(\).*ignored: dns\.maxTtlMs \(asked 6000, in use 5000\)/)
+  const [off] = await warningsOf(() => t.equal(ioHygiene.install({ dns: false }), a))
+  t.match(off.message, /ignored: dns \(asked off, in use on\)/)
+  t.equal(a.options.dns.maxTtlMs, 5000, 'the installation is unchanged')
+  t.throws(() => ioHygiene.install({ dns: { maxTTL: 1 } }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION' }, 'bad options still throw')
   ioHygiene.uninstall()
   const b = ioHygiene.install({ dns: { servers: ['127.0.0.1:53'] } })
-  t.equal(ioHygiene.install({ dns: { servers: ['127.0.0.1:53'] } }), b, 'equal arrays are the same options')
-  t.throws(() => ioHygiene.install({ dns: { servers: ['127.0.0.2:53'] } }), { code: 'ERR_IO_HYGIENE_ALREADY_INSTALLED' })
+  t.same(await warningsOf(() => ioHygiene.install({ dns: { servers: ['127.0.0.1:53'] } })), [], 'equal arrays are the same options')
+  const [servers] = await warningsOf(() => t.equal(ioHygiene.install({ dns: { servers: ['127.0.0.2:53'] } }), b))
+  t.match(servers.message, /dns\.servers \(asked \["127\.0\.0\.2:53"\], in use \["127\.0\.0\.1:53"\]\)/)
   ioHygiene.uninstall()
   const c = ioHygiene.install({ dns: true })
-  t.equal(ioHygiene.install(), c, 'true and the defaults are the same options')
+  t.same(await warningsOf(() => t.equal(ioHygiene.install(), c)), [], 'true and the defaults are the same options')
   ioHygiene.uninstall()
-  const off = ioHygiene.install({ dns: false })
-  t.equal(ioHygiene.install({ dns: false }), off)
-  t.throws(() => ioHygiene.install(), { code: 'ERR_IO_HYGIENE_ALREADY_INSTALLED' })
+  const none = ioHygiene.install({ dns: false })
+  t.same(await warningsOf(() => t.equal(ioHygiene.install({ dns: false }), none)), [])
+  const [on] = await warningsOf(() => t.equal(ioHygiene.install(), none))
+  t.match(on.message, /ignored: dns \(asked on, in use off\)/)
 })
 
 t.test('a module that fails to apply undoes the ones applied before it', async (t) => {
@@ -125,6 +153,7 @@ t.test('a second copy of io-hygiene sees the first one', async (t) => {
 })
 
 t.test('IO_HYGIENE_* variables become install() options', async (t) => {
+  t.ok(knownVariables(modules).has('IO_HYGIENE_DNS_MAX_TTL_MS'), 'the names come from the module specs')
   t.equal(envName('dns', 'maxTtlMs'), 'IO_HYGIENE_DNS_MAX_TTL_MS')
   t.same(optionsFromEnv(modules, {}), {})
   t.same(optionsFromEnv(modules, { IO_HYGIENE_DNS: '1' }), { dns: {} })
@@ -138,4 +167,127 @@ t.test('IO_HYGIENE_* variables become install() options', async (t) => {
   t.same(optionsFromEnv(modules, { IO_HYGIENE_DNS_HOSTS_FILE: '/tmp/hosts' }), { dns: { hostsFile: '/tmp/hosts' } })
   t.throws(() => optionsFromEnv(modules, { IO_HYGIENE_DNS_MAX_TTL_MS: '5s' }), { code: 'ERR_IO_HYGIENE_INVALID_ENV', message: /IO_HYGIENE_DNS_MAX_TTL_MS/ })
   t.throws(() => optionsFromEnv(modules, { IO_HYGIENE_DNS: 'maybe' }), { code: 'ERR_IO_HYGIENE_INVALID_ENV' })
+})
+
+t.test('a new module\'s options get variables; functions and objects do not', async (t) => {
+  const extra = {
+    name: 'extra',
+    enabledByDefault: false,
+    spec: () => ({
+      sampleRate: { default: 1, check: { expects: 'number' } },
+      windowMs: { default: null, check: nullable(integer()) },
+      mode: { default: 'a', check: oneOf('a', 'b') },
+      onEvent: { default: null, check: nullable(func()) },
+    }),
+    apply: () => ({ value: 'extra', undo () {} }),
+  }
+  const known = [...knownVariables([extra]).keys()]
+  t.same(known, ['IO_HYGIENE_EXTRA', 'IO_HYGIENE_EXTRA_SAMPLE_RATE', 'IO_HYGIENE_EXTRA_WINDOW_MS', 'IO_HYGIENE_EXTRA_MODE'])
+  t.same(optionsFromEnv([extra], { IO_HYGIENE_EXTRA_SAMPLE_RATE: '0.5', IO_HYGIENE_EXTRA_WINDOW_MS: '', IO_HYGIENE_EXTRA_MODE: 'b' }),
+    { extra: { sampleRate: 0.5, windowMs: null, mode: 'b' } })
+  t.throws(() => optionsFromEnv([extra], { IO_HYGIENE_EXTRA_SAMPLE_RATE: 'half' }), { code: 'ERR_IO_HYGIENE_INVALID_ENV', message: /IO_HYGIENE_EXTRA_SAMPLE_RATE must be a number/ })
+  t.throws(() => optionsFromEnv([extra], { IO_HYGIENE_EXTRA_ON_EVENT: 'x' }), { code: 'ERR_IO_HYGIENE_UNKNOWN_ENV', message: /IO_HYGIENE_EXTRA_ON_EVENT/ })
+  t.same(optionsFromEnv([extra], { IO_HYGIENE_EXTRA: '1', IO_HYGIENE_EXTRA_MODE: 'b' }), { extra: { mode: 'b' } })
+  t.same(optionsFromEnv([extra], { IO_HYGIENE_EXTRA_MODE: 'b', IO_HYGIENE_EXTRA: '0' }), { extra: false }, 'off wins')
+})
+
+t.test('a misspelt variable is refused with the closest known name', async (t) => {
+  const refused = {
+    IO_HYGIENE_DNS_MAX_TTL: 'IO_HYGIENE_DNS_MAX_TTL_MS',
+    IO_HYGIENE_DNS_MAXTTLMS: 'IO_HYGIENE_DNS_MAX_TTL_MS',
+    IO_HYGEINE_DNS: 'IO_HYGIENE_DNS',
+    IOHYGIENE_DNS_SERVERS: 'IO_HYGIENE_DNS_SERVERS',
+    io_hygiene_dns_hosts_file: 'IO_HYGIENE_DNS_HOSTS_FILE',
+    IO_HYGIENE_DSN: 'IO_HYGIENE_DNS',
+  }
+  for (const [name, closest] of Object.entries(refused)) {
+    t.throws(() => optionsFromEnv(modules, { [name]: '1' }), {
+      code: 'ERR_IO_HYGIENE_UNKNOWN_ENV',
+      name: 'TypeError',
+      message: `unknown environment variable ${name} (did you mean ${closest}?`,
+    }, name)
+  }
+  const unrelated = { PATH: '/bin', HYGIENE: '1', IO_HYGIENE_TEST_NAMESPACE: '1', IO_HYGIENE_BENCH_NAMESERVER: 'x', NODE_OPTIONS: '' }
+  t.same(optionsFromEnv(modules, unrelated), {}, 'other names, and the project\'s own test and bench variables, pass')
+  t.equal(distance('HYGEINE', 'HYGIENE'), 1, 'a swap is one edit')
+  t.equal(distance('', 'ab'), 2)
+})
+
+t.test('the environment wins over code for what it sets; code fills the rest', async (t) => {
+  const saved = { ...process.env }
+  t.teardown(() => {
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
+  })
+  process.env.IO_HYGIENE_DNS_MAX_TTL_MS = '5000'
+  const handle = ioHygiene.install({ dns: { maxTtlMs: 1000, minTtlMs: 500 } })
+  t.match(handle.options.dns, { maxTtlMs: 5000, minTtlMs: 500 })
+  ioHygiene.uninstall()
+  t.match(ioHygiene.install({ dns: false }).options, { dns: { maxTtlMs: 5000 } }, 'a variable of a module turns it on')
+  ioHygiene.uninstall()
+  process.env.IO_HYGIENE_DNS = '0'
+  t.equal(ioHygiene.install({ dns: { maxTtlMs: 1000 } }).options.dns, false, 'IO_HYGIENE_DNS=0 turns it off')
+  ioHygiene.uninstall()
+  delete process.env.IO_HYGIENE_DNS
+  process.env.IO_HYGIENE_DNS_MAX_TTL_MS = '0'
+  t.throws(() => ioHygiene.install(), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS', message: /IO_HYGIENE_DNS_MAX_TTL_MS=0/ })
+  delete process.env.IO_HYGIENE_DNS_MAX_TTL_MS
+  process.env.IO_HYGIENE_DNS_SERVERS = 'not-an-ip'
+  t.throws(() => ioHygiene.install(), {
+    code: 'ERR_IO_HYGIENE_INVALID_OPTION',
+    message: /^install\(\{ dns \}\) with IO_HYGIENE_DNS_SERVERS=not-an-ip: .*got \["not-an-ip"\] \(Invalid IP address: not-an-ip\)$/,
+  })
+  t.equal(ioHygiene.installed(), null)
+})
+
+// A child process with only the variables given (tap's own are kept).
+function run (args, env = {}) {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^io_?hyg/i.test(k)))
+  return new Promise((resolve) => {
+    execFile(process.execPath, args, { cwd: path.join(__dirname, '..'), env: { ...base, ...env } }, (error, stdout, stderr) => {
+      resolve({ code: error ? error.code : 0, out: stdout.trim() ? JSON.parse(stdout) : null, stderr })
+    })
+  })
+}
+
+const app = path.join(__dirname, 'fixtures', 'install-app.js')
+const register = require.resolve('../lib/register.js')
+
+t.test('node -r io-hygiene/register, then install() in the code: never a crash', async (t) => {
+  const off = await run(['-r', register, app, '{}'], { IO_HYGIENE_DNS: '0' })
+  t.equal(off.code, 0, off.stderr)
+  t.match(off.out, { before: true, same: true, options: { dns: false }, warnings: [] })
+
+  const set = await run(['-r', register, app, '{"dns":{"maxTtlMs":1000}}'], { IO_HYGIENE_DNS_MAX_TTL_MS: '5000' })
+  t.equal(set.code, 0, set.stderr)
+  t.match(set.out, { same: true, options: { dns: { maxTtlMs: 5000 } }, warnings: [] }, 'the environment won; nothing ignored')
+
+  const more = await run(['-r', register, app, '{"dns":{"minTtlMs":500,"maxTtlMs":1000}}'], { IO_HYGIENE_DNS_MAX_TTL_MS: '5000' })
+  t.equal(more.code, 0, more.stderr)
+  t.match(more.out, { same: true, options: { dns: { maxTtlMs: 5000, minTtlMs: 1000 } } })
+  t.equal(more.out.warnings.length, 1, 'one warning')
+  t.match(more.out.warnings[0], { code: 'IO_HYGIENE_ALREADY_INSTALLED', message: /installed by node -r io-hygiene\/register.*ignored: dns\.minTtlMs \(asked 500, in use 1000\)\./ })
+  t.notMatch(more.out.warnings[0].message, /maxTtlMs/, 'what the environment set is not reported as ignored')
+
+  const code = await run([app, '{"dns":{"minTtlMs":500,"maxTtlMs":1000}}'], { IO_HYGIENE_DNS_MAX_TTL_MS: '5000' })
+  t.match(code.out, { before: false, options: { dns: { maxTtlMs: 5000, minTtlMs: 500 } }, warnings: [] }, 'without -r: the same precedence')
+})
+
+t.test('node --import io-hygiene/register runs before an ES module\'s hoisted imports', async (t) => {
+  const esm = await run(['--import', 'io-hygiene/register', path.join(__dirname, 'fixtures', 'install-app.mjs')], { IO_HYGIENE_DNS_MAX_TTL_MS: '7000' })
+  t.equal(esm.code, 0, esm.stderr)
+  t.match(esm.out, { before: true, options: { dns: { maxTtlMs: 7000 } } })
+})
+
+t.test('a misspelt or invalid variable fails start-up, naming it', async (t) => {
+  for (const [name, value, message] of [
+    ['IO_HYGIENE_DNS_MAX_TTL', '60000', /ERR_IO_HYGIENE_UNKNOWN_ENV.*IO_HYGIENE_DNS_MAX_TTL \(did you mean IO_HYGIENE_DNS_MAX_TTL_MS\?/],
+    ['IO_HYGIENE_DNS_MAXTTLMS', '60000', /IO_HYGIENE_DNS_MAXTTLMS \(did you mean IO_HYGIENE_DNS_MAX_TTL_MS\?/],
+    ['IO_HYGEINE_DNS', '0', /IO_HYGEINE_DNS \(did you mean IO_HYGIENE_DNS\?/],
+    ['IO_HYGIENE_DNS_MAX_TTL_MS', '0', /ERR_IO_HYGIENE_CONFLICTING_OPTIONS.*IO_HYGIENE_DNS_MAX_TTL_MS=0: minTtlMs \(1000\) must not exceed maxTtlMs \(0\)/],
+    ['IO_HYGIENE_DNS_SERVERS', 'not-an-ip', /IO_HYGIENE_DNS_SERVERS=not-an-ip: .*\(Invalid IP address: not-an-ip\)/],
+  ]) {
+    const child = await run(['-r', register, app], { [name]: value })
+    t.equal(child.code, 1, `${name}=${value} fails`)
+    t.match(child.stderr, message)
+  }
 })

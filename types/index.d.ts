@@ -10,7 +10,7 @@ export type ErrorCode =
   | 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS'
   | 'ERR_IO_HYGIENE_INVALID_ARGUMENT'
   | 'ERR_IO_HYGIENE_INVALID_ENV'
-  | 'ERR_IO_HYGIENE_ALREADY_INSTALLED'
+  | 'ERR_IO_HYGIENE_UNKNOWN_ENV'
   | 'ERR_IO_HYGIENE_QUEUE_FULL'
   | 'ERR_IO_HYGIENE_CLOSED'
   | 'ERR_IO_HYGIENE_TIMEOUT'
@@ -101,6 +101,8 @@ export interface InstallOptions {
 export interface Installation {
   /** The installed cache, or null when the dns module is off. */
   readonly dns: DnsCache | null
+  /** The options in effect (IO_HYGIENE_* variables over code, defaults for the rest). */
+  readonly options: { readonly dns: false | Readonly<Required<DnsOptions>> }
   /** Same as the top-level uninstall(). */
   uninstall(): boolean
 }
