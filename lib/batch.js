@@ -172,6 +172,80 @@ class Group {
     this.bytes = 0
     this.batch = null // at most one: this is what keeps the group's order
     this.lastError = undefined // of its last send, the cause when its items expire
+    this.wakeAt = Infinity // when something of it is next due (linger, retry, deadline)
+    this.heapIndex = -1 // its place in the batcher's wake-up heap, -1 when not in it
+    this.dirty = false // changed since the last pump: look at it in the next one
+    this.ready = false // in the line of groups with a batch to send
+    this.removed = false
+  }
+}
+
+// Groups by wakeAt, each at most once (it knows its index), so that a
+// timer tick finds what is due in O(log groups) and a group's wake-up can
+// move either way without leaving stale entries behind.
+class WakeHeap {
+  #groups = []
+
+  get size () {
+    return this.#groups.length
+  }
+
+  peek () {
+    return this.#groups[0]
+  }
+
+  // Puts `group` at `time`, or moves it there.
+  set (group, time) {
+    group.wakeAt = time
+    if (group.heapIndex === -1) {
+      group.heapIndex = this.#groups.length
+      this.#groups.push(group)
+    }
+    this.#down(this.#up(group.heapIndex))
+  }
+
+  remove (group) {
+    const i = group.heapIndex
+    if (i === -1) return
+    group.heapIndex = -1
+    group.wakeAt = Infinity
+    const last = this.#groups.pop()
+    if (last === group) return
+    this.#groups[i] = last
+    last.heapIndex = i
+    this.#down(this.#up(i))
+  }
+
+  #up (i) {
+    const groups = this.#groups
+    const group = groups[i]
+    while (i > 0) {
+      const parent = (i - 1) >> 1
+      if (groups[parent].wakeAt <= group.wakeAt) break
+      groups[i] = groups[parent]
+      groups[i].heapIndex = i
+      i = parent
+    }
+    groups[i] = group
+    group.heapIndex = i
+    return i
+  }
+
+  #down (i) {
+    const groups = this.#groups
+    const n = groups.length
+    const group = groups[i]
+    for (;;) {
+      let child = 2 * i + 1
+      if (child >= n) break
+      if (child + 1 < n && groups[child + 1].wakeAt < groups[child].wakeAt) child++
+      if (groups[child].wakeAt >= group.wakeAt) break
+      groups[i] = groups[child]
+      groups[i].heapIndex = i
+      i = child
+    }
+    groups[i] = group
+    group.heapIndex = i
   }
 }
 
@@ -190,6 +264,13 @@ class Batcher {
   #options
   #what
   #groups = new Map()
+  // What keeps every send, settle and timer tick from walking all groups:
+  // the groups touched since the last pump, the line of groups with a batch
+  // to send (in the order they became ready: round robin), and the heap of
+  // when each group is next due.
+  #dirty = []
+  #ready = new Fifo()
+  #wake = new WakeHeap()
   #waiting = new Fifo()
   #seq = 0
   #flushUpTo = 0
@@ -386,8 +467,16 @@ class Batcher {
     const length = group.queue.length
     if (length === 1 || length === o.maxBatchItems ||
       (group.bytes >= o.maxBatchBytes && group.bytes - rec.bytes < o.maxBatchBytes)) {
+      this.#touch(group)
       this.#schedule()
     }
+  }
+
+  // The next pump looks at this group (and at no group nobody touched).
+  #touch (group) {
+    if (group.dirty) return
+    group.dirty = true
+    this.#dirty.push(group)
   }
 
   #schedule () {
@@ -410,13 +499,17 @@ class Batcher {
   }
 
   // Everything that happens later happens here: expire, admit, send, re-arm.
+  // It looks only at groups that are due (the heap) or were touched, so its
+  // cost follows the work done, not the number of groups.
   #pump () {
     if (this.#disposed) return
     const o = this.#options
     const now = performance.now()
-    for (const group of this.#groups.values()) {
-      if (group.batch !== null && group.batch.deadline <= now) this.#expireBatch(group, now)
-      this.#expireQueue(group, now)
+    const wake = this.#wake
+    while (wake.size > 0 && wake.peek().wakeAt <= now) {
+      const group = wake.peek()
+      wake.remove(group)
+      this.#visit(group, now)
     }
     this.#expireWaiting(now)
     const waiting = this.#waiting
@@ -426,30 +519,66 @@ class Batcher {
       if (!this.#hasRoom(count, rec.unit === null ? rec.bytes : rec.unit.bytes)) break
       for (let i = 0; i < count; i++) this.#admit(waiting.shift(), now)
     }
-    let sent = null
-    for (const group of this.#groups.values()) {
-      const batch = group.batch
-      if (batch === null && group.queue.length === 0) {
-        this.#groups.delete(group.key)
-        continue
-      }
-      if (this.#batchesInFlight >= o.concurrency) continue
-      if (batch !== null) {
-        if (!batch.inFlight && batch.retryAt <= now) this.#send(group, batch)
-      } else if (this.#isDue(group, now)) {
-        this.#send(group, this.#cut(group))
-        if (sent === null) sent = []
-        sent.push(group)
-      }
+    const dirty = this.#dirty
+    // Visiting may touch no other group, so the list does not grow under us.
+    for (let i = 0; i < dirty.length; i++) {
+      dirty[i].dirty = false
+      this.#visit(dirty[i], now)
     }
-    // Round robin: a group that just sent goes to the back of the line.
-    if (sent !== null && this.#groups.size > 1) {
-      for (const group of sent) {
-        this.#groups.delete(group.key)
-        this.#groups.set(group.key, group)
-      }
+    dirty.length = 0
+    const ready = this.#ready
+    while (ready.length > 0 && this.#batchesInFlight < o.concurrency) {
+      const group = ready.shift()
+      group.ready = false
+      // A group in the line stays sendable: only this loop sends, and a
+      // group whose items all expired meanwhile was removed.
+      if (group.removed) continue
+      this.#send(group, group.batch ?? this.#cut(group))
+      this.#rewake(group, now)
     }
     this.#arm(now)
+  }
+
+  // Expires what is past its deadline, drops an empty group, puts a group
+  // with something to send in the ready line, and sets its next wake-up.
+  #visit (group, now) {
+    if (group.removed) return
+    if (group.batch !== null && group.batch.deadline <= now) this.#expireBatch(group, now)
+    this.#expireQueue(group, now)
+    const batch = group.batch
+    if (batch === null && group.queue.length === 0) {
+      this.#groups.delete(group.key)
+      this.#wake.remove(group)
+      group.removed = true
+      return
+    }
+    const ready = batch !== null
+      ? !batch.inFlight && batch.retryAt <= now
+      : this.#isDue(group, now)
+    if (ready && !group.ready) {
+      group.ready = true
+      this.#ready.push(group)
+    }
+    this.#rewake(group, now)
+  }
+
+  // The earliest thing of this group that is due later: a linger, a retry,
+  // a deadline. Work that waits only for a free concurrency slot needs no
+  // wake-up: the end of a send pumps.
+  #rewake (group, now) {
+    const o = this.#options
+    const batch = group.batch
+    const head = group.queue.peek()
+    let next = Infinity
+    if (batch !== null) {
+      next = batch.deadline
+      if (!batch.inFlight && batch.retryAt > now && batch.retryAt < next) next = batch.retryAt
+    } else if (head !== undefined && !this.#isDue(group, now)) {
+      next = head.at + o.flushIntervalMs
+    }
+    if (head !== undefined && head.at + o.deliveryTimeoutMs < next) next = head.at + o.deliveryTimeoutMs
+    if (next === Infinity) this.#wake.remove(group)
+    else if (next !== group.wakeAt) this.#wake.set(group, next)
   }
 
   #isDue (group, now) {
@@ -514,6 +643,7 @@ class Batcher {
     if (channels.batchFlush.hasSubscribers) {
       channels.batchFlush.publish({ name: o.name, items: records.length, bytes: batch.bytes, attempt: batch.attempt, durationMs: now - started, error: ok ? null : value })
     }
+    this.#touch(group)
     if (ok) {
       group.batch = null
       group.lastError = undefined
@@ -686,6 +816,8 @@ class Batcher {
     this.#flushUpTo = this.#seq
     const remaining = this.#held + this.#waiting.length
     if (remaining === 0) return Promise.resolve()
+    // Every group is due now: the one place that looks at them all.
+    for (const group of this.#groups.values()) this.#touch(group)
     this.#schedule()
     return new Promise((resolve, reject) => {
       const waiter = { seq: this.#seq, remaining, resolve, timer: null }
@@ -733,23 +865,10 @@ class Batcher {
     offShutdown(this)
   }
 
-  // One timer for the earliest thing that is due later: a linger, a retry,
-  // a deadline, the end of an overflow wait. Work that waits only for a free
-  // concurrency slot needs no timer: the end of a send pumps.
+  // One timer for the earliest wake-up of any group, or the end of an
+  // overflow wait.
   #arm (now) {
-    const o = this.#options
-    let next = Infinity
-    for (const group of this.#groups.values()) {
-      const batch = group.batch
-      const head = group.queue.peek()
-      if (batch !== null) {
-        next = Math.min(next, batch.deadline)
-        if (!batch.inFlight && batch.retryAt > now) next = Math.min(next, batch.retryAt)
-      } else if (head !== undefined && now - head.at < o.flushIntervalMs) {
-        next = Math.min(next, head.at + o.flushIntervalMs)
-      }
-      if (head !== undefined) next = Math.min(next, head.at + o.deliveryTimeoutMs)
-    }
+    let next = this.#wake.size > 0 ? this.#wake.peek().wakeAt : Infinity
     if (this.#waiting.length > 0) next = Math.min(next, this.#waiting.peek().at)
     if (next === Infinity) {
       clearTimeout(this.#timer)
