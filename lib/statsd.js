@@ -2,6 +2,7 @@
 
 const { isIP } = require('node:net')
 const { channels } = require('./diagnostics')
+const { onShutdown, offShutdown } = require('./shutdown')
 const { integer, boolean, object, func, nullable, resolve, defaultsOf } = require('./options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
@@ -70,12 +71,16 @@ const passThrough = { default: undefined, check: (where, key, value) => value }
 const ownSpec = {
   dnsCache: { default: null, check: nullable(dnsCache()) },
   flushOnExit: { default: true, check: boolean() },
+  flushOnSignals: { default: true, check: boolean() },
   closeTimeoutMs: { default: 2_000, check: integer(1) },
+  shutdownTimeoutMs: { default: 10_000, check: integer(1) },
   hotShotsOptions: { default: null, check: nullable(object()) },
 }
 const wrapSpec = {
   flushOnExit: ownSpec.flushOnExit,
+  flushOnSignals: ownSpec.flushOnSignals,
   closeTimeoutMs: ownSpec.closeTimeoutMs,
+  shutdownTimeoutMs: ownSpec.shutdownTimeoutMs,
 }
 const spec = {
   ...ownSpec,
@@ -189,14 +194,16 @@ class ClientState {
   hostLookup
   #userHandler
   #closeTimeoutMs
+  #shutdownTimeoutMs
   #originalClose
 
-  constructor ({ host, port, errorHandler, closeTimeoutMs, hostLookup = null }) {
+  constructor ({ host, port, errorHandler, closeTimeoutMs, shutdownTimeoutMs, hostLookup = null }) {
     this.host = host
     this.port = port
     this.hostLookup = hostLookup
     this.#userHandler = errorHandler
     this.#closeTimeoutMs = closeTimeoutMs
+    this.#shutdownTimeoutMs = shutdownTimeoutMs
   }
 
   // The errorHandler hot-shots gets: never throws, never prints.
@@ -230,7 +237,7 @@ class ClientState {
     }
   }
 
-  attach (client, flushOnExit) {
+  attach (client, { flushOnExit, flushOnSignals }) {
     this.client = client
     this.#originalClose = client.close
     countPackets(client.socket, this.counters)
@@ -238,6 +245,14 @@ class ClientState {
     Object.defineProperty(client, 'close', { value: this.close, writable: true, configurable: true })
     Object.defineProperty(client, 'stats', { value: this.stats, writable: true, configurable: true })
     if (flushOnExit) track(this)
+    // On SIGTERM/SIGINT: close (flushing) within shutdownTimeoutMs, then the
+    // signal does what it would have done without us (lib/shutdown.js).
+    if (flushOnSignals) {
+      onShutdown(this, {
+        close: () => this.#closeWithin(this.#shutdownTimeoutMs),
+        flush: () => this.flush(),
+      })
+    }
   }
 
   stats = () => ({ ...this.counters, errorsByCode: { ...this.counters.errorsByCode } })
@@ -246,18 +261,24 @@ class ClientState {
   // closed; never rejects (errors are counted, published and handed to the
   // errorHandler). Takes hot-shots' optional callback too.
   close = (callback) => {
-    if (this.closing === null) this.closing = this.#shutdown()
-    if (typeof callback === 'function') this.closing.then(() => callback())
+    const closing = this.#closeWithin(this.#closeTimeoutMs)
+    if (typeof callback === 'function') closing.then(() => callback())
+    return closing
+  }
+
+  #closeWithin (timeoutMs) {
+    if (this.closing === null) this.closing = this.#shutdown(timeoutMs)
     return this.closing
   }
 
-  async #shutdown () {
+  async #shutdown (timeoutMs) {
     untrack(this)
+    offShutdown(this)
     const client = this.client
     let timer = null
     // Ref'd on purpose: the caller awaits this deadline, and an unref'd timer
     // could let the process exit before close() settles.
-    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, this.#closeTimeoutMs, false) })
+    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, timeoutMs, false) })
     const flushed = new Promise((resolve) => {
       client.flush((error) => {
         if (error) this.handleError(error)
@@ -266,7 +287,7 @@ class ClientState {
     })
     if (await Promise.race([flushed, deadline]) === false) {
       this.counters.closeTimeouts++
-      this.handleError(new ERR_IO_HYGIENE_TIMEOUT('statsd close()', this.#closeTimeoutMs))
+      this.handleError(new ERR_IO_HYGIENE_TIMEOUT('statsd close()', timeoutMs))
       // Sends still waiting for DNS fail now, so hot-shots' drain ends.
       this.hostLookup?.abort(new ERR_IO_HYGIENE_CLOSED('statsd client'))
     }
@@ -390,6 +411,7 @@ function createStatsd (options) {
     port: o.port,
     errorHandler: o.errorHandler,
     closeTimeoutMs: o.closeTimeoutMs,
+    shutdownTimeoutMs: o.shutdownTimeoutMs,
   })
   hotShots.errorHandler = state.handleError
   if (protocol === 'udp') {
@@ -400,7 +422,7 @@ function createStatsd (options) {
   const client = new Client(hotShots)
   state.host = client.host
   state.port = client.port
-  state.attach(client, o.flushOnExit)
+  state.attach(client, o)
   // Learn the address now: the first burst does not wait for DNS, and a
   // process.exit() right after start still has an address to flush to.
   if (state.hostLookup !== null && typeof o.host === 'string' && isIP(o.host) === 0 && !o.mock) {
@@ -427,6 +449,7 @@ function wrapStatsd (client, options) {
     port: client.port,
     errorHandler: typeof client.errorHandler === 'function' ? client.errorHandler : null,
     closeTimeoutMs: o.closeTimeoutMs,
+    shutdownTimeoutMs: o.shutdownTimeoutMs,
   })
   // hot-shots reads errorHandler at each error; the socket listener it added
   // at construction (if any) is swapped for ours.
@@ -444,7 +467,7 @@ function wrapStatsd (client, options) {
     client.intervalHandle = setInterval(() => state.flush(), client.bufferFlushInterval)
     client.intervalHandle.unref()
   }
-  state.attach(client, o.flushOnExit)
+  state.attach(client, o)
   if (!wrapWarned) {
     wrapWarned = true
     process.emitWarning(WRAP_WARNING, { code: WRAP_WARNING_CODE, type: 'IoHygieneWarning' })

@@ -9,7 +9,8 @@ const dc = require('node:diagnostics_channel')
 const path = require('node:path')
 const fs = require('node:fs')
 const { Writable, PassThrough } = require('node:stream')
-const { execFile } = require('node:child_process')
+const { execFile, spawn } = require('node:child_process')
+const dgram = require('node:dgram')
 const StatsD = require('hot-shots')
 const ioHygiene = require('..')
 const { createStatsd, wrapStatsd, defaults, spec, UDP_PACKET_BYTES, AGENT_PACKET_BYTES, WRAP_WARNING_CODE } = require('../lib/statsd')
@@ -96,7 +97,9 @@ t.test('options: defaults, validation and conflicts are coded errors', async (t)
   t.same(defaults, {
     dnsCache: null,
     flushOnExit: true,
+    flushOnSignals: true,
     closeTimeoutMs: 2000,
+    shutdownTimeoutMs: 10000,
     hotShotsOptions: null,
     maxBufferSize: null,
     bufferFlushInterval: 1000,
@@ -268,6 +271,67 @@ t.test('buffered metrics are flushed on exit', async (t) => {
     else if (mode === 'wrap-exit') t.notMatch(stderr, WRAP_WARNING_CODE, 'process.exit() came before the warning\'s tick')
     else t.equal(stderr, '', 'nothing printed')
   }
+})
+
+// Everything a dead child sent is already queued at the receiver's socket
+// (loopback UDP delivers in sendmsg): a marker sent now arrives after it.
+async function drained (r) {
+  const socket = dgram.createSocket('udp4')
+  await new Promise((resolve) => socket.send('drained.marker:1|c', r.port, '127.0.0.1', resolve))
+  socket.close()
+  await r.waitFor((x) => x.find('drained.marker').length > 0)
+}
+
+function lines (child) {
+  const seen = []
+  const waiters = []
+  child.stdout.setEncoding('utf8').on('data', (chunk) => {
+    seen.push(...chunk.split('\n').filter(Boolean))
+    for (const w of waiters.splice(0)) w()
+  })
+  return {
+    seen,
+    waitFor: async (line, count = 1) => {
+      while (seen.filter((l) => l === line).length < count) await new Promise((resolve) => waiters.push(resolve))
+    },
+  }
+}
+
+t.test('SIGTERM and SIGINT: buffered metrics are sent, and the signal still ends the process', async (t) => {
+  const r = await receiver(t)
+  const fixture = path.join(FIXTURES, 'statsd-signal.js')
+  for (const [signal, mode, expected, why] of [
+    ['SIGTERM', 'default', 5, 'flushOnSignals is on by default'],
+    ['SIGINT', 'default', 5, 'SIGINT too'],
+    ['SIGTERM', 'off', 0, 'flushOnSignals: false: lost, as before'],
+  ]) {
+    r.reset()
+    const child = spawn(process.execPath, [fixture, String(r.port), mode], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (d) => { stderr += d })
+    const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })))
+    await lines(child).waitFor('ready')
+    child.kill(signal)
+    t.same(await exited, { code: null, signal }, `${signal} (${mode}): the process died of it ${stderr}`)
+    await drained(r)
+    t.equal(r.find('signal.buffered').length, expected, `${signal} (${mode}): ${expected} of 5 received; ${why}`)
+  }
+})
+
+t.test('a SIGTERM handler of the application\'s own decides: metrics sent, the process stays up', async (t) => {
+  const r = await receiver(t)
+  const child = spawn(process.execPath, [path.join(FIXTURES, 'statsd-signal.js'), String(r.port), 'own-handler'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve(signal)))
+  const out = lines(child)
+  await out.waitFor('ready')
+  child.kill('SIGTERM')
+  await out.waitFor('handled')
+  t.ok(await r.waitFor((x) => x.find('signal.buffered').length === 5), '5 of 5 received')
+  child.kill('SIGTERM')
+  await out.waitFor('handled', 2)
+  t.equal(child.exitCode, null, 'still up after two SIGTERMs: its own handler decides')
+  child.kill('SIGKILL')
+  t.equal(await exited, 'SIGKILL')
 })
 
 t.test('the exit flush sends synchronously to the last known address (in-process)', async (t) => {

@@ -178,7 +178,11 @@ export interface StatsdOptions extends Omit<ClientOptions, 'cacheDns' | 'cacheDn
   errorHandler?: ((error: Error) => void) | null
   dnsCache?: { lookup: typeof import('node:dns').lookup } | DnsCache | null
   flushOnExit?: boolean
+  /** Close (flushing) on SIGTERM and SIGINT, then let the signal act. Default true. */
+  flushOnSignals?: boolean
   closeTimeoutMs?: number
+  /** Bounds the close on a signal. Default 10000. */
+  shutdownTimeoutMs?: number
   hotShotsOptions?: Record<string, unknown> | null
 }
 
@@ -201,7 +205,7 @@ export type IoHygieneStatsd<T extends StatsD = StatsD> = Omit<T, 'close'> & {
 }
 
 export declare function createStatsd(options?: StatsdOptions): IoHygieneStatsd
-export declare function wrapStatsd<T extends StatsD>(client: T, options?: { flushOnExit?: boolean; closeTimeoutMs?: number }): IoHygieneStatsd<T>
+export declare function wrapStatsd<T extends StatsD>(client: T, options?: { flushOnExit?: boolean; flushOnSignals?: boolean; closeTimeoutMs?: number; shutdownTimeoutMs?: number }): IoHygieneStatsd<T>
 
 // kafka
 
