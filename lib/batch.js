@@ -23,8 +23,12 @@
 //     once with a coded error (INVALID_ARGUMENT, ITEM_TOO_LARGE, QUEUE_FULL,
 //     CLOSED) or with what sizeOf/groupOf threw. Every accepted push settles:
 //     acknowledged, or rejected by the rules above, or by close()'s deadline
-//     (ERR_IO_HYGIENE_TIMEOUT). An item still in flight at its deadline is
-//     rejected then, so no caller outlives deliveryTimeoutMs; the sink's own
+//     (ERR_IO_HYGIENE_TIMEOUT). deliveryTimeoutMs counts from the push()
+//     call, as the Java producer's delivery.timeout.ms does: time spent
+//     waiting for queue room, lingering, in flight and between retries all
+//     count. A push still waiting for room, queued or in flight at its
+//     deadline is rejected then, so no caller outlives deliveryTimeoutMs
+//     (maxWaitMs, when shorter, ends a wait for room first); the sink's own
 //     request timeout should be shorter, or the item may land after all.
 //   b.pushAll(items) -> Promise<result>[]
 //     push() for each, except that the items stand or fall together: one
@@ -127,7 +131,7 @@ class Pending {
     this.resolve = resolve
     this.reject = reject
     this.state = WAITING
-    this.at = 0 // when admitted; while WAITING, when the wait ends
+    this.at = 0 // when push() was called: its deadline and its linger count from here
     this.unit = null // on the first of pushAll()'s waiting items: { items, bytes } admitted together
   }
 }
@@ -335,11 +339,10 @@ class Batcher {
     const promise = new Promise((resolve, reject) => {
       rec = new Pending(item, bytes, key, ++this.#seq, resolve, reject)
     })
-    const now = performance.now()
+    rec.at = performance.now()
     if (fits) {
-      this.#admit(rec, now)
+      this.#admit(rec)
     } else {
-      rec.at = now + o.maxWaitMs
       this.#waiting.push(rec)
       if (this.#waiting.length === 1) this.#schedule()
     }
@@ -385,16 +388,14 @@ class Batcher {
         records[i] = new Pending(items[i], sizes[i], keys[i], ++this.#seq, resolve, reject)
       })
     }
+    // One call time for all, so that they also expire together.
+    for (const rec of records) rec.at = now
     if (fits) {
-      for (const rec of records) this.#admit(rec, now)
+      for (const rec of records) this.#admit(rec)
       return promises
     }
-    // One deadline for all, so that they also expire together.
     records[0].unit = { items: n, bytes }
-    for (const rec of records) {
-      rec.at = now + o.maxWaitMs
-      this.#waiting.push(rec)
-    }
+    for (const rec of records) this.#waiting.push(rec)
     if (this.#waiting.length === n) this.#schedule()
     return promises
   }
@@ -451,10 +452,9 @@ class Batcher {
 
   // Admission: the record joins its group's queue. Only a push that makes
   // its group flushable (first item, or a cap just reached) wakes the pump.
-  #admit (rec, now) {
+  #admit (rec) {
     const o = this.#options
     rec.state = QUEUED
-    rec.at = now
     let group = this.#groups.get(rec.key)
     if (group === undefined) {
       group = new Group(rec.key)
@@ -517,7 +517,7 @@ class Batcher {
       const rec = waiting.peek()
       const count = rec.unit === null ? 1 : rec.unit.items
       if (!this.#hasRoom(count, rec.unit === null ? rec.bytes : rec.unit.bytes)) break
-      for (let i = 0; i < count; i++) this.#admit(waiting.shift(), now)
+      for (let i = 0; i < count; i++) this.#admit(waiting.shift())
     }
     const dirty = this.#dirty
     // Visiting may touch no other group, so the list does not grow under us.
@@ -741,15 +741,22 @@ class Batcher {
     }
   }
 
+  // A wait for room ends at maxWaitMs or at the delivery deadline,
+  // whichever comes first.
   #expireWaiting (now) {
+    const o = this.#options
     const waiting = this.#waiting
+    const limit = Math.min(o.maxWaitMs, o.deliveryTimeoutMs)
     let expired = null
-    while (waiting.length > 0 && waiting.peek().at <= now) {
+    while (waiting.length > 0 && waiting.peek().at + limit <= now) {
       if (expired === null) expired = []
       expired.push(waiting.shift())
     }
     if (expired !== null) {
-      this.#rejectRecords(expired, () => this.#queueFull(`no room within maxWaitMs (${this.#options.maxWaitMs} ms)`), 'wait')
+      const make = o.deliveryTimeoutMs <= o.maxWaitMs
+        ? () => this.#deliveryTimeout(undefined)
+        : () => this.#queueFull(`no room within maxWaitMs (${o.maxWaitMs} ms)`)
+      this.#rejectRecords(expired, make, 'wait')
     }
   }
 
@@ -869,7 +876,10 @@ class Batcher {
   // overflow wait.
   #arm (now) {
     let next = this.#wake.size > 0 ? this.#wake.peek().wakeAt : Infinity
-    if (this.#waiting.length > 0) next = Math.min(next, this.#waiting.peek().at)
+    if (this.#waiting.length > 0) {
+      const o = this.#options
+      next = Math.min(next, this.#waiting.peek().at + Math.min(o.maxWaitMs, o.deliveryTimeoutMs))
+    }
     if (next === Infinity) {
       clearTimeout(this.#timer)
       this.#timer = null

@@ -27,8 +27,9 @@ const spec = {
   overflow: { default: 'wait', check: oneOf('wait', 'reject') },
   // The Java producer's max.block.ms: how long send() waits for room.
   maxQueueWaitMs: { default: 60_000, check: integer(0, 2_147_483_647) },
-  // The Java producer's delivery.timeout.ms, counted from send(): long
-  // enough to ride out a broker restart or a leader election.
+  // The Java producer's delivery.timeout.ms, counted from the send() call
+  // (waiting for room, linger, flight and retries included): long enough to
+  // ride out a broker restart or a leader election.
   deliveryTimeoutMs: { default: 120_000, check: integer(1, 2_147_483_647) },
   // The Java producer's retry.backoff.ms / retry.backoff.max.ms, between our
   // retries of a request that kafkajs gave up on.

@@ -525,6 +525,55 @@ t.test('an item in flight at its deadline is rejected then; the group waits for 
   await flushed
 })
 
+t.test('deliveryTimeoutMs counts from the push() call, time spent waiting for room included', async (t) => {
+  const sink = manualSink()
+  // maxWaitMs is a minute: only a deadline counted from the call ends the
+  // wait of y (and of the pushAll() call behind it) well before that.
+  const b = make(t, { send: sink.send, maxQueuedItems: 1, maxBatchItems: 1, maxWaitMs: 60_000, deliveryTimeoutMs: 50 })
+  const x = caught(b.push('x'))
+  await until(() => sink.calls.length === 1, 'x in flight')
+  const y = caught(b.push('y'))
+  const unit = b.pushAll(['z1', 'z2']).map(caught)
+  t.match(b.stats(), { waiting: 3 })
+  const waited = await y
+  t.match(waited, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', message: /50 ms/ })
+  t.equal(waited.cause, undefined, 'it never reached the sink')
+  for (const err of await Promise.all(unit)) t.match(err, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT' })
+  t.match(await x, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT' }, 'x, in flight, at its own deadline')
+  const stats = b.stats()
+  t.equal(stats.waiting + stats.queued + stats.inFlight, 0)
+  t.equal(stats.dropped + stats.rejected, 4)
+  sink.calls[0].resolve()
+  await tick()
+  t.equal(sink.calls.length, 1, 'none of the expired items was sent')
+})
+
+t.test('an item admitted after waiting for room keeps the deadline of its call (an injected clock)', async (t) => {
+  const now = performance.now
+  let clock = now.call(performance)
+  const start = clock
+  performance.now = () => clock
+  t.teardown(() => { performance.now = now })
+  const sink = manualSink()
+  const b = make(t, { send: sink.send, maxQueuedItems: 1, maxBatchItems: 1, deliveryTimeoutMs: 50 })
+  const x = b.push('x')
+  await until(() => sink.calls.length === 1, 'x in flight')
+  const y = caught(b.push('y'))
+  // y waited 40 ms for room, then is sent; 20 ms later its call is 60 ms old.
+  clock = start + 40
+  sink.calls[0].resolve()
+  await x
+  await until(() => sink.calls.length === 2, 'y in flight')
+  clock = start + 60
+  let settled = null
+  y.then((value) => { settled = value })
+  b.flush().catch(() => {})
+  await until(() => settled !== null, 'y rejected')
+  t.match(settled, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT' }, 'past 50 ms from its call, though 20 ms from its admission')
+  performance.now = now
+  sink.calls[1].resolve()
+})
+
 t.test('a flush() that finds queued items past their deadline rejects them, sends nothing', async (t) => {
   const sink = manualSink()
   const b = make(t, { send: sink.send, deliveryTimeoutMs: 5, flushWhenIdle: false, flushIntervalMs: 60_000 })
