@@ -7,6 +7,8 @@ const { Upstream, isNotFound } = require('./resolve')
 const { Expiry } = require('./expiry')
 const { channels } = require('../diagnostics')
 
+const kInspect = Symbol('io-hygiene.dns.inspect')
+
 // Orders, as Node names them; index 0 is "the process default".
 const ORDER_VERBATIM = 1
 const ORDER_IPV4FIRST = 2
@@ -16,7 +18,9 @@ const SLOTS = 24 // 3 families x 8 hint combinations
 // One cached answer (or error) for one (hostname, family, hints).
 class Entry {
   fresh = false // answer is within its TTL (kept by Expiry, no clock read)
-  generation = 0
+  expiresAt = 0 // when it stops being fresh, while in Expiry's heap
+  heapIndex = -1 // its place in Expiry's heap, -1 when not there
+  released = false // left the LRU: whatever is still in flight keeps nothing
   answer = null // [{ address, family }] in resolver order
   ordered = [null, null, null, null] // answer per order, built on first use
   error = null
@@ -50,7 +54,9 @@ class DnsCache {
 
   constructor (options, systemLookup) {
     this.#options = options
-    this.#lru = new LRUCache({ max: options.maxEntries })
+    // Whatever leaves the LRU (evicted, swept, cleared) is released at once,
+    // so maxEntries bounds what the cache keeps reachable.
+    this.#lru = new LRUCache({ max: options.maxEntries, dispose: (record) => this.#release(record) })
     this.#upstream = new Upstream(options, systemLookup, this.#counters)
     this.#timer = setInterval(() => this.#sweep(), options.sweepIntervalMs)
     this.#timer.unref()
@@ -77,17 +83,20 @@ class DnsCache {
   // cache does not take (IP literals, a closed cache).
   query (hostname, slot, reply) {
     if (this.#closed) return false
-    let record = this.#lru.get(hostname)
+    const key = hostname
+    let record = this.#lru.get(key)
     if (record === undefined) {
       if (isIP(hostname) !== 0) return false
       record = new Array(SLOTS)
-      this.#lru.set(hostname, record)
+      this.#lru.set(key, record)
     }
-    this.#slow(hostname, record, slot, reply)
+    this.#slow(key, hostname, record, slot, reply)
     return true
   }
 
-  #slow (hostname, record, slot, reply) {
+  // `key` is the name as cached and asked upstream; `hostname` the caller's
+  // spelling, for the channels (and, in lookup.js, for its errors).
+  #slow (key, hostname, record, slot, reply) {
     const now = performance.now()
     let entry = record[slot]
     if (entry === undefined) entry = record[slot] = new Entry()
@@ -102,7 +111,7 @@ class DnsCache {
       if (now < entry.staleUntil) {
         this.#counters.staleServed++
         if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'stale', null)
-        if (!entry.refreshing && now >= entry.retryAt) this.#fetch(hostname, slot, entry)
+        if (!entry.refreshing && now >= entry.retryAt) this.#fetch(key, slot, entry)
         return reply(null, entry)
       }
       entry.answer = null
@@ -118,7 +127,7 @@ class DnsCache {
     entry.waiters = [reply]
     // A refresh still running (the answer went past staleTtlMs meanwhile)
     // answers these callers: never two resolutions of one entry at once.
-    if (!entry.refreshing) this.#fetch(hostname, slot, entry)
+    if (!entry.refreshing) this.#fetch(key, slot, entry)
   }
 
   #fetch (hostname, slot, entry) {
@@ -161,7 +170,10 @@ class DnsCache {
           else waiters[i](err, null)
         }
       }
+      // Evicted while in flight: its callers are answered, the cache keeps nothing.
+      if (entry.released) this.#drop(entry)
     }, (ttlMs, source) => {
+      if (entry.released) return
       let ttl = ttlMs
       if (source === 'dns') ttl = Math.min(Math.max(ttlMs, options.minTtlMs), options.maxTtlMs)
       else this.#counters.fallbacks++
@@ -184,11 +196,37 @@ class DnsCache {
           (entry.answer !== null && now < entry.staleUntil) ||
           (entry.error !== null && now < entry.errorUntil)
         if (keep) live = true
-        else record[i] = undefined
+        else {
+          record[i] = undefined
+          this.#drop(entry)
+        }
       }
       if (!live) dead.push(hostname)
     }
     for (const hostname of dead) this.#lru.delete(hostname)
+  }
+
+  #release (record) {
+    for (let i = 0; i < SLOTS; i++) {
+      const entry = record[i]
+      if (entry !== undefined) this.#drop(entry)
+    }
+  }
+
+  // Out of the heap and holding nothing: a resolution still in flight may
+  // reach it, but it is no longer the cache's.
+  #drop (entry) {
+    this.#expiry.cancel(entry)
+    entry.released = true
+    entry.answer = null
+    entry.ordered = [null, null, null, null]
+    entry.error = null
+  }
+
+  // For tests: the size of the expiry heap and the entry of (hostname, slot),
+  // read without counting a lookup or touching the LRU order.
+  [kInspect] (hostname, slot) {
+    return { scheduled: this.#expiry.size, entries: this.#lru.size, entry: this.#lru.peek(hostname)?.[slot] }
   }
 
   stats () {
@@ -252,4 +290,4 @@ function copyError (err) {
   return copy
 }
 
-module.exports = { DnsCache, ordered, resultOrder, copyError }
+module.exports = { DnsCache, ordered, resultOrder, copyError, kInspect }
