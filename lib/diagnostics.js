@@ -12,6 +12,9 @@ const channels = {
   batchFlush: dc.channel('io-hygiene:batch:flush'),
   batchReject: dc.channel('io-hygiene:batch:reject'),
   statsdError: dc.channel('io-hygiene:statsd:error'),
+  httpRetry: dc.channel('io-hygiene:http:retry'),
+  httpBudget: dc.channel('io-hygiene:http:budget'),
+  httpIdleClose: dc.channel('io-hygiene:http:idle-close'),
 }
 
 // debuglog is a subscriber, attached only when NODE_DEBUG enables it, so the
@@ -34,5 +37,11 @@ attachDebug('io-hygiene:batch', channels.batchReject,
   (m) => `reject ${m.name} items=${m.items} reason=${m.error && (m.error.code || m.error.message)}`)
 attachDebug('io-hygiene:statsd', channels.statsdError,
   (m) => `error ${m.error && (m.error.code || m.error.message)}`)
+attachDebug('io-hygiene:http', channels.httpRetry,
+  (m) => `retry ${m.method} ${m.origin}${m.path} reason=${m.reason} attempt=${m.attempt} in ${m.delayMs} ms${m.statusCode ? ' status=' + m.statusCode : ''}${m.error ? ' error=' + (m.error.code || m.error.message) : ''}`)
+attachDebug('io-hygiene:http', channels.httpBudget,
+  (m) => `retry budget spent: ${m.method} ${m.origin}${m.path} not retried (${m.reason})`)
+attachDebug('io-hygiene:http', channels.httpIdleClose,
+  (m) => `${m.origin} closes idle sockets after ${m.idleMs} ms; retiring ours after ${m.retireAfterMs} ms`)
 
 module.exports = { channels }

@@ -15,6 +15,14 @@ const modules = [
     check: (cfg, where) => require('./dns').check(cfg, where),
     apply: (cfg) => require('./dns').installDns(cfg),
   },
+  // After dns: undici connects through net, which calls the patched dns.lookup.
+  {
+    name: 'http',
+    enabledByDefault: true,
+    spec: () => require('./http').spec,
+    check: (cfg, where) => require('./http').check(cfg, where),
+    apply: (cfg) => require('./http').installHttp(cfg),
+  },
 ]
 
 const kState = Symbol.for('io-hygiene.install.v1')

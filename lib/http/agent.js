@@ -1,0 +1,102 @@
+'use strict'
+
+const { Agent, Pool, Client } = require('undici')
+const { LRUCache } = require('lru-cache')
+const { OriginSockets } = require('./idle')
+const { RetryBudget } = require('./budget')
+const { createRetryInterceptor, kAttempt } = require('./retry')
+
+// Per-origin state (retry budget, sockets, the learned idle close), bounded
+// like undici bounds nothing: the least recently used origin is forgotten.
+const MAX_ORIGINS = 1024
+
+function createStats () {
+  return {
+    requests: 0,
+    retries: { staleSocket: 0, connect: 0, status: 0 },
+    timeouts: { connect: 0, headers: 0, body: 0, deadline: 0 },
+    connectionsOpened: 0,
+    budgetRefusals: 0,
+    idleClosesLearned: 0,
+    socketsRetired: 0,
+  }
+}
+
+// One undici Agent with the interceptors composed onto it. Its pools make
+// their clients through trackedClient(), which learns which socket each
+// attempt was written on: what the retry rules and the idle-close learning
+// need to know, and what undici's handler API does not say.
+function createAgent (cfg) {
+  const stats = createStats()
+  const origins = new LRUCache({ max: MAX_ORIGINS })
+  const originOf = (origin) => {
+    const key = String(origin)
+    let state = origins.get(key)
+    if (state === undefined) {
+      state = {
+        key,
+        budget: new RetryBudget(cfg.retryBudgetPercent, cfg.retryBudgetMinPerSecond),
+        sockets: new OriginSockets(key, stats, cfg.learnIdleClose),
+      }
+      origins.set(key, state)
+    }
+    return state
+  }
+
+  const clientFactory = (sockets) => (origin, opts) => {
+    const conn = { state: null, untracked: false }
+    const connect = opts.connect
+    return new TrackedClient(origin, {
+      ...opts,
+      connect (connectOpts, callback) {
+        return connect(connectOpts, (err, socket) => {
+          if (!err) {
+            stats.connectionsOpened++
+            conn.state = sockets.add(socket)
+            conn.state.untracked = conn.untracked
+          }
+          callback(err, socket)
+        })
+      },
+    }, conn)
+  }
+
+  const agent = new Agent({
+    connections: cfg.connections,
+    keepAliveTimeout: cfg.keepAliveTimeoutMs,
+    connectTimeout: cfg.connectTimeoutMs,
+    headersTimeout: cfg.headersTimeoutMs,
+    bodyTimeout: cfg.bodyTimeoutMs,
+    factory: (origin, opts) => new Pool(origin, { ...opts, factory: clientFactory(originOf(origin).sockets) }),
+  })
+  const dispatcher = agent.compose(createRetryInterceptor(cfg, stats, originOf))
+  return { agent, dispatcher, stats, origins: originOf }
+}
+
+class TrackedClient extends Client {
+  #conn
+
+  constructor (origin, opts, conn) {
+    super(origin, opts)
+    this.#conn = conn
+  }
+
+  dispatch (opts, handler) {
+    const attempt = opts[kAttempt]
+    if (attempt !== undefined) {
+      attempt.conn = this.#conn
+    } else {
+      // An upgrade or CONNECT holds the socket past its response: never
+      // count it idle.
+      this.#conn.untracked = true
+      if (this.#conn.state !== null) this.#conn.state.untracked = true
+    }
+    return super.dispatch(opts, handler)
+  }
+}
+
+function snapshot (stats) {
+  return { ...stats, retries: { ...stats.retries }, timeouts: { ...stats.timeouts } }
+}
+
+module.exports = { createAgent, snapshot }

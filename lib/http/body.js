@@ -1,0 +1,51 @@
+'use strict'
+
+// Request bodies and headers as undici's dispatch() accepts them.
+
+// A body that can be sent again as it is.
+function isReplayable (body) {
+  return body == null || typeof body === 'string' || ArrayBuffer.isView(body) || body instanceof ArrayBuffer
+}
+
+// A stream or async iterable: what fetch() hands the dispatcher for every body.
+function isIterable (body) {
+  return typeof body === 'object' && typeof body[Symbol.asyncIterator] === 'function'
+}
+
+// Reads an iterable body of a known small length into one Buffer, so that
+// the request can be replayed.
+async function readBody (body) {
+  const chunks = []
+  for await (const chunk of body) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
+  return Buffer.concat(chunks)
+}
+
+// The value of header `name` (lower case) in any form undici accepts: a plain
+// object, a flat [name, value, ...] array, or an iterable of pairs (which
+// must have been made an array first, see headerList()).
+function headerValue (headers, name) {
+  if (headers == null) return undefined
+  if (Array.isArray(headers)) {
+    if (headers.length > 0 && Array.isArray(headers[0])) {
+      for (const [key, value] of headers) if (String(key).toLowerCase() === name) return String(value)
+      return undefined
+    }
+    for (let i = 0; i < headers.length; i += 2) {
+      if (String(headers[i]).toLowerCase() === name) return String(headers[i + 1])
+    }
+    return undefined
+  }
+  for (const key of Object.keys(headers)) {
+    if (key.toLowerCase() === name) return String(headers[key])
+  }
+  return undefined
+}
+
+// An iterable of pairs (a Map, Headers) can be read once only: read it into
+// an array that undici and headerValue() can both read.
+function headerList (headers) {
+  if (headers == null || Array.isArray(headers) || typeof headers[Symbol.iterator] !== 'function') return headers
+  return Array.from(headers)
+}
+
+module.exports = { isReplayable, isIterable, readBody, headerValue, headerList }

@@ -1,0 +1,342 @@
+'use strict'
+
+const { errors: undiciErrors } = require('undici')
+const { channels } = require('../diagnostics')
+const { isReplayable, isIterable, readBody, headerValue, headerList } = require('./body')
+
+// The retries that are always safe, after Go's net/http
+// (Transport.shouldRetryRequest) and RFC 9110 section 9.2.2:
+// - staleSocket: a request that failed on a reused keep-alive socket before
+//   any byte of a response came back, when it is idempotent, carries an
+//   Idempotency-Key, or provably was not written (the socket took no byte of
+//   it). The server closed the socket as we wrote; the request never ran.
+// - connect: an idempotent request whose connection could not be made.
+// - status: an idempotent request answered 429, 502, 503 or 504, after
+//   Retry-After or a jittered exponential backoff.
+// Every retry needs a body that can be sent again and a token from the
+// origin's retry budget.
+const kAttempt = Symbol('io-hygiene.http.attempt')
+
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
+const RETRY_STATUS = new Set([429, 502, 503, 504])
+const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'ETIMEDOUT'])
+const SOCKET_ERRORS = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
+const TIMEOUT_KINDS = { UND_ERR_CONNECT_TIMEOUT: 'connect', UND_ERR_HEADERS_TIMEOUT: 'headers', UND_ERR_BODY_TIMEOUT: 'body' }
+
+function createRetryInterceptor (cfg, stats, originOf) {
+  return (dispatch) => function dispatchSafely (opts, handler) {
+    stats.requests++
+    if (opts.upgrade || opts.method === 'CONNECT') return dispatch(opts, handler)
+    const origin = originOf(opts.origin)
+    origin.budget.request(Date.now())
+    return new SafeRequest(dispatch, opts, handler, cfg, stats, origin).start()
+  }
+}
+
+// The controller the caller's handler holds for the whole request; each
+// attempt has undici's own controller behind it.
+class Controller {
+  #request
+  #paused = false
+  #aborted = false
+  #reason = null
+
+  constructor (request) {
+    this.#request = request
+  }
+
+  pause () {
+    this.#paused = true
+    this.#request.attempt?.pause()
+  }
+
+  resume () {
+    this.#paused = false
+    this.#request.attempt?.resume()
+  }
+
+  abort (reason) {
+    if (this.#aborted) return
+    this.#aborted = true
+    this.#reason = reason
+    this.#request.abort(reason)
+  }
+
+  get paused () { return this.#paused }
+  get aborted () { return this.#aborted }
+  get reason () { return this.#reason }
+  get rawHeaders () { return this.#request.attempt?.rawHeaders }
+  get rawTrailers () { return this.#request.attempt?.rawTrailers }
+}
+
+class SafeRequest {
+  attempt = null // undici's controller of the attempt being written
+  conn = null // set by the pool's client that took the attempt (agent.js)
+  #dispatch
+  #opts
+  #handler
+  #cfg
+  #stats
+  #origin
+  #controller = new Controller(this)
+  #replayable = true
+  #retries = 0
+  #startedCaller = false
+  #responded = false
+  #aborted = false
+  #done = false
+  #retryAfterBody = null // the retry decided on a 429/5xx, taken when its body ends
+  #timer = null
+  #deadline = null
+  #deadlineError = null
+  // The socket of the attempt being written, and what it held then.
+  #socket = null // until the attempt ends
+  #written = null // until the next attempt
+  #idleMs = -1
+  #bytesWritten = 0
+  #bytesRead = 0
+
+  constructor (dispatch, opts, handler, cfg, stats, origin) {
+    this.#dispatch = dispatch
+    this.#opts = { ...opts, headers: headerList(opts.headers), [kAttempt]: this }
+    this.#handler = handler
+    this.#cfg = cfg
+    this.#stats = stats
+    this.#origin = origin
+  }
+
+  start () {
+    const { requestTimeoutMs, maxReplayBodyBytes } = this.#cfg
+    if (requestTimeoutMs !== null && this.#opts.signal == null) {
+      this.#deadline = setTimeout(() => this.#onDeadline(), requestTimeoutMs)
+      this.#deadline.unref()
+    }
+    const body = this.#opts.body
+    if (isReplayable(body)) return this.#send()
+    const length = isIterable(body) ? Number(headerValue(this.#opts.headers, 'content-length')) : NaN
+    if (!(length <= maxReplayBodyBytes)) {
+      this.#replayable = false
+      return this.#send()
+    }
+    readBody(body).then((buffer) => {
+      this.#opts.body = buffer
+      if (!this.#done) this.#send()
+    }, (err) => this.#fail(err))
+    return true
+  }
+
+  #send () {
+    this.attempt = null
+    this.conn = null
+    this.#socket = null
+    this.#written = null
+    return this.#dispatch(this.#opts, this)
+  }
+
+  // The caller aborted.
+  abort (reason) {
+    if (this.#done) return
+    this.#aborted = true
+    if (this.attempt !== null) {
+      this.attempt.abort(reason)
+    } else {
+      this.#fail(reason) // waiting to retry, or queued: end it now
+    }
+  }
+
+  onRequestStart (controller, context) {
+    if (this.#done) {
+      controller.abort(this.#deadlineError ?? this.#controller.reason)
+      return
+    }
+    this.attempt = controller
+    const s = this.conn?.state
+    if (s) {
+      this.#socket = s
+      this.#written = s
+      this.#bytesWritten = s.socket.bytesWritten
+      this.#bytesRead = s.socket.bytesRead
+      this.#idleMs = this.#origin.sockets.started(s)
+    }
+    if (this.#controller.paused) controller.pause()
+    if (!this.#startedCaller) {
+      this.#startedCaller = true
+      this.#handler.onRequestStart?.(this.#controller, context)
+    }
+  }
+
+  onRequestUpgrade (controller, statusCode, headers, socket) {
+    this.#handler.onRequestUpgrade?.(this.#controller, statusCode, headers, socket)
+  }
+
+  onResponseStarted () {
+    if (!this.#responded) this.#handler.onResponseStarted?.()
+  }
+
+  onResponseStart (controller, statusCode, headers, statusMessage) {
+    if (headers.connection === 'close' && this.#socket !== null) this.#socket.closing = true
+    if (!this.#responded && RETRY_STATUS.has(statusCode)) {
+      const delayMs = this.#statusRetryDelay(headers['retry-after'])
+      if (delayMs !== null && this.#mayRetry('status', true)) {
+        this.#retryAfterBody = { reason: 'status', delayMs, statusCode }
+        return // its body is read and dropped; the retry starts when it ends
+      }
+    }
+    this.#responded = true
+    return this.#handler.onResponseStart?.(this.#controller, statusCode, headers, statusMessage)
+  }
+
+  onResponseData (controller, chunk) {
+    if (this.#retryAfterBody !== null) return
+    return this.#handler.onResponseData?.(this.#controller, chunk)
+  }
+
+  onResponseEnd (controller, trailers) {
+    this.#attemptEnded()
+    if (this.#retryAfterBody !== null) return this.#retry(this.#retryAfterBody)
+    this.#finish()
+    this.#handler.onResponseEnd?.(this.#controller, trailers)
+  }
+
+  onResponseError (controller, err) {
+    this.#attemptEnded()
+    if (this.#done) return
+    if (err !== this.#deadlineError) {
+      const kind = TIMEOUT_KINDS[err?.code]
+      if (kind !== undefined) this.#stats.timeouts[kind]++
+    }
+    if (this.#retryAfterBody !== null && !this.#aborted) return this.#retry(this.#retryAfterBody)
+    if (!this.#responded && !this.#aborted) {
+      const retry = this.#errorRetry(err)
+      if (retry !== null) return this.#retry(retry)
+    }
+    this.#fail(err)
+  }
+
+  #attemptEnded () {
+    if (this.#socket !== null) {
+      this.#origin.sockets.ended(this.#socket)
+      this.#socket = null
+    }
+  }
+
+  // Which retry an attempt's error allows, if any.
+  #errorRetry (err) {
+    const code = err?.code
+    const idempotent = IDEMPOTENT.has(this.#opts.method)
+    if (this.attempt === null) {
+      // Never written: the connection failed.
+      if (CONNECT_ERRORS.has(code) && this.#mayRetry('connect', idempotent)) {
+        return { reason: 'connect', delayMs: this.#backoff(), error: err }
+      }
+      return null
+    }
+    const s = this.#written
+    if (!SOCKET_ERRORS.has(code) || s === null || this.#idleMs < 0 || s.socket.bytesRead !== this.#bytesRead) return null
+    // A reused socket failed before any response byte: the server closed it
+    // as we wrote. Learn its idle close even when we may not retry.
+    this.#origin.sockets.learn(this.#idleMs)
+    const safe = idempotent || s.socket.bytesWritten === this.#bytesWritten ||
+      headerValue(this.#opts.headers, 'idempotency-key') !== undefined
+    if (!this.#mayRetry('staleSocket', safe)) return null
+    return { reason: 'staleSocket', delayMs: 0, error: err }
+  }
+
+  #mayRetry (reason, safe) {
+    if (!safe || !this.#replayable || this.#retries >= this.#cfg.maxRetries) return false
+    if (this.#origin.budget.tryRetry(Date.now())) return true
+    this.#stats.budgetRefusals++
+    if (channels.httpBudget.hasSubscribers) {
+      channels.httpBudget.publish({ origin: this.#origin.key, method: this.#opts.method, path: this.#opts.path, reason })
+    }
+    return false
+  }
+
+  // Full jitter (AWS's "Exponential Backoff and Jitter"): spreads the retries
+  // of many callers that failed together.
+  #backoff () {
+    const ceiling = Math.min(this.#cfg.maxRetryDelayMs, this.#cfg.retryBaseDelayMs * 2 ** this.#retries)
+    return Math.floor(Math.random() * ceiling)
+  }
+
+  // Retry-After in seconds or as an HTTP date; null when it asks for a wait
+  // longer than maxRetryDelayMs: the caller gets the response instead.
+  #statusRetryDelay (retryAfter) {
+    if (retryAfter === undefined) return this.#backoff()
+    const value = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter
+    let ms = /^\s*\d+\s*$/.test(value) ? Number(value) * 1000 : Date.parse(value) - Date.now()
+    if (Number.isNaN(ms)) return this.#backoff()
+    if (ms < 0) ms = 0
+    return ms <= this.#cfg.maxRetryDelayMs ? ms : null
+  }
+
+  #retry ({ reason, delayMs, statusCode, error }) {
+    this.#retryAfterBody = null
+    this.#retries++
+    this.#stats.retries[reason]++
+    if (channels.httpRetry.hasSubscribers) {
+      channels.httpRetry.publish({
+        origin: this.#origin.key, method: this.#opts.method, path: this.#opts.path, reason, attempt: this.#retries, delayMs, statusCode, error,
+      })
+    }
+    this.attempt = null
+    // The caller must be able to abort while we wait.
+    if (!this.#startedCaller) {
+      this.#startedCaller = true
+      this.#handler.onRequestStart?.(this.#controller, undefined)
+      if (this.#done) return
+    }
+    if (delayMs === 0) {
+      queueMicrotask(() => this.#resend())
+      return
+    }
+    this.#timer = setTimeout(() => {
+      this.#timer = null
+      this.#resend()
+    }, delayMs)
+    this.#timer.unref()
+  }
+
+  #resend () {
+    if (this.#done) return
+    try {
+      this.#send()
+    } catch (err) {
+      this.#fail(err)
+    }
+  }
+
+  #onDeadline () {
+    this.#deadline = null
+    this.#stats.timeouts.deadline++
+    const { HeadersTimeoutError, BodyTimeoutError } = undiciErrors
+    const message = `Request deadline of ${this.#cfg.requestTimeoutMs} ms (requestTimeoutMs) reached`
+    this.#deadlineError = this.#responded ? new BodyTimeoutError(message) : new HeadersTimeoutError(message)
+    this.#aborted = true
+    if (this.attempt !== null) {
+      this.attempt.abort(this.#deadlineError)
+    } else {
+      this.#fail(this.#deadlineError)
+    }
+  }
+
+  #finish () {
+    this.#done = true
+    if (this.#timer !== null) {
+      clearTimeout(this.#timer)
+      this.#timer = null
+    }
+    if (this.#deadline !== null) {
+      clearTimeout(this.#deadline)
+      this.#deadline = null
+    }
+  }
+
+  #fail (err) {
+    if (this.#done) return
+    this.#finish()
+    this.#handler.onResponseError?.(this.#controller, err)
+  }
+}
+
+module.exports = { createRetryInterceptor, kAttempt, IDEMPOTENT }

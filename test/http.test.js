@@ -1,0 +1,120 @@
+'use strict'
+
+// install({ http }): one undici Agent as the global dispatcher, reached by
+// Node's global fetch (undici 6 on Node 20, 7 on Node 24), undici.fetch and
+// undici.request, with the dns cache underneath.
+const t = require('tap')
+const undici = require('undici')
+const ioHygiene = require('..')
+const { optionsFromEnv } = require('../lib/env')
+const { modules } = require('../lib/install')
+const { spec } = require('../lib/http')
+const { startHttpServer, testDns } = require('./helpers/http-server')
+
+t.afterEach(() => ioHygiene.uninstall())
+
+async function setup (t, http = {}, serverOptions = {}) {
+  const server = await startHttpServer({ hostname: 'api.test', ...serverOptions })
+  t.teardown(() => server.close())
+  const dns = await testDns(t)
+  const handle = ioHygiene.install({ dns: dns.options, http })
+  return { server, handle, dns: dns.server }
+}
+
+t.test('global fetch, undici.fetch and undici.request all go through our dispatcher and the dns cache', async (t) => {
+  const before = undici.getGlobalDispatcher()
+  const { server, handle, dns } = await setup(t)
+  t.equal(undici.getGlobalDispatcher(), handle.http.dispatcher, 'ours is the global dispatcher')
+  t.not(handle.http.dispatcher, before)
+
+  const viaFetch = await fetch(server.url('/fetch'))
+  t.equal(await viaFetch.text(), 'ok')
+  const viaUndiciFetch = await undici.fetch(server.url('/undici-fetch'))
+  t.equal(await viaUndiciFetch.text(), 'ok')
+  const viaRequest = await undici.request(server.url('/request'))
+  t.equal(await viaRequest.body.text(), 'ok')
+  const posted = await fetch(server.url('/post'), { method: 'POST', body: 'hello' })
+  t.equal(posted.status, 200)
+  await posted.arrayBuffer()
+
+  t.equal(server.counts.requests, 4)
+  const stats = handle.http.stats()
+  t.equal(stats.requests, 4, 'every request was counted by our interceptor')
+  t.equal(stats.connectionsOpened, server.counts.connections, 'every connection was opened by our agent')
+  const dnsStats = handle.dns.stats()
+  t.equal(dnsStats.hits + dnsStats.misses + dnsStats.coalesced, stats.connectionsOpened, 'one cache lookup per connection')
+  t.equal(dnsStats.misses, 1, 'api.test, which only our DNS server knows, was resolved once')
+  t.equal(dns.count('api.test', 'A'), 1, 'one query reached the DNS server')
+})
+
+t.test('uninstall() restores the previous dispatcher and closes ours; it leaves one set after ours', async (t) => {
+  const before = undici.getGlobalDispatcher()
+  const { server } = await setup(t)
+  await (await fetch(server.url())).text()
+  t.equal(server.counts.open, 1)
+  const [socket] = server.sockets
+  const closed = new Promise((resolve) => socket.once('close', resolve))
+  t.equal(ioHygiene.uninstall(), true)
+  t.equal(undici.getGlobalDispatcher(), before, 'the previous dispatcher is back')
+  await closed
+  t.pass('our idle socket was closed')
+
+  ioHygiene.install({ dns: false })
+  const other = new undici.Agent()
+  t.teardown(() => other.close())
+  undici.setGlobalDispatcher(other)
+  t.equal(ioHygiene.uninstall(), false, 'someone set a dispatcher after ours: not ours to undo')
+  t.equal(undici.getGlobalDispatcher(), other, 'theirs stays')
+  undici.setGlobalDispatcher(before)
+})
+
+t.test('http: false leaves the dispatcher alone', async (t) => {
+  const before = undici.getGlobalDispatcher()
+  const handle = ioHygiene.install({ dns: false, http: false })
+  t.equal(handle.http, null)
+  t.equal(undici.getGlobalDispatcher(), before)
+})
+
+t.test('options are validated before anything is touched', async (t) => {
+  const before = undici.getGlobalDispatcher()
+  t.throws(() => ioHygiene.install({ http: { connection: 10 } }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION' })
+  t.throws(() => ioHygiene.install({ http: { connections: 0 } }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' })
+  t.throws(() => ioHygiene.install({ http: { requestTimeoutMs: '5s' } }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  t.throws(() => ioHygiene.install({ http: { learnIdleClose: 1 } }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  t.throws(() => ioHygiene.install({ http: { retryBaseDelayMs: 500, maxRetryDelayMs: 100 } }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
+  t.equal(undici.getGlobalDispatcher(), before)
+  const handle = ioHygiene.install({ dns: false, http: { requestTimeoutMs: 5000 } })
+  t.type(handle.http.stats, 'function')
+})
+
+t.test('IO_HYGIENE_HTTP_* variables set every option', async (t) => {
+  t.same(optionsFromEnv(modules, { IO_HYGIENE_HTTP: '0' }).http, false)
+  t.same(optionsFromEnv(modules, {
+    IO_HYGIENE_HTTP_CONNECTIONS: '16',
+    IO_HYGIENE_HTTP_REQUEST_TIMEOUT_MS: '60000',
+    IO_HYGIENE_HTTP_LEARN_IDLE_CLOSE: '0',
+  }).http, { connections: 16, requestTimeoutMs: 60000, learnIdleClose: false })
+  for (const key of Object.keys(spec)) t.ok(spec[key].check.expects, `${key} can come from the environment`)
+})
+
+t.test('the per-origin connection cap holds under a burst', async (t) => {
+  const { server, handle } = await setup(t, { connections: 8 })
+  let inFlight = 0
+  let peak = 0
+  server.handler = (req, res) => {
+    inFlight++
+    if (inFlight > peak) peak = inFlight
+    req.resume()
+    setImmediate(() => {
+      inFlight--
+      res.end('ok')
+    })
+  }
+  const bodies = await Promise.all(Array.from({ length: 300 }, (_, i) =>
+    fetch(server.url(`/${i}`)).then((res) => res.text())))
+  t.equal(bodies.filter((b) => b === 'ok').length, 300)
+  t.ok(server.counts.connections <= 8, `${server.counts.connections} connections at the server`)
+  t.ok(server.counts.peakOpen <= 8, `at most ${server.counts.peakOpen} open at once`)
+  t.ok(peak > 1, 'requests did run in parallel')
+  t.equal(handle.http.stats().connectionsOpened, server.counts.connections)
+})
