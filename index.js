@@ -5,6 +5,7 @@ const { createDnsCache } = require('./lib/dns')
 const { createBatcher } = require('./lib/batch')
 const { wrapProducer } = require('./lib/kafka')
 const { createStatsd, wrapStatsd } = require('./lib/statsd')
+const { createHttpSink } = require('./lib/http/sink')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -16,5 +17,6 @@ module.exports = {
   wrapProducer,
   createStatsd,
   wrapStatsd,
+  createHttpSink,
   errors: errors.codes,
 }

@@ -102,6 +102,13 @@ const ERR_IO_HYGIENE_MISSING_PEER = createError(
   (where, name) => `${where} needs the optional peer dependency "${name}", which could not be loaded (npm install ${name})`,
   Error
 )
+// An HTTP answer that fails a request for good; `status` and `body` (an
+// excerpt) are set on it by its maker.
+const ERR_IO_HYGIENE_HTTP_STATUS = createError(
+  'ERR_IO_HYGIENE_HTTP_STATUS',
+  (what, status, excerpt) => `${what} answered ${status}${excerpt ? `: ${excerpt}` : ''}`,
+  Error
+)
 
 function describe (value) {
   if (typeof value === 'string') return JSON.stringify(value)
@@ -130,4 +137,5 @@ module.exports = {
   ERR_IO_HYGIENE_ITEM_TOO_LARGE,
   ERR_IO_HYGIENE_INVALID_RESULT,
   ERR_IO_HYGIENE_MISSING_PEER,
+  ERR_IO_HYGIENE_HTTP_STATUS,
 }

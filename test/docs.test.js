@@ -74,6 +74,7 @@ const modules = {
   batch: require('../lib/batch').spec,
   kafka: require('../lib/kafka').spec,
   statsd: specOf(require('../lib/statsd').defaults),
+  'http-sink': require('../lib/http/sink').spec,
 }
 
 for (const [name, spec] of Object.entries(modules)) {

@@ -18,6 +18,7 @@ export type ErrorCode =
   | 'ERR_IO_HYGIENE_ITEM_TOO_LARGE'
   | 'ERR_IO_HYGIENE_INVALID_RESULT'
   | 'ERR_IO_HYGIENE_MISSING_PEER'
+  | 'ERR_IO_HYGIENE_HTTP_STATUS'
 
 export interface IoHygieneError extends Error {
   code: ErrorCode
@@ -206,6 +207,72 @@ export type IoHygieneStatsd<T extends StatsD = StatsD> = Omit<T, 'close'> & {
 
 export declare function createStatsd(options?: StatsdOptions): IoHygieneStatsd
 export declare function wrapStatsd<T extends StatsD>(client: T, options?: { flushOnExit?: boolean; flushOnSignals?: boolean; closeTimeoutMs?: number; shutdownTimeoutMs?: number }): IoHygieneStatsd<T>
+
+// http sink
+
+export interface HttpSinkOptions {
+  /** The http: or https: endpoint (required). */
+  url: string | URL
+  name?: string
+  method?: 'POST' | 'PUT'
+  /** One record per line, or one JSON array. Default 'ndjson'. */
+  format?: 'ndjson' | 'json'
+  compression?: 'none' | 'gzip'
+  /** Sent with every request (authentication); framing headers are refused. */
+  headers?: Record<string, string> | null
+  /** 0: a push while nothing is in flight goes at once. Default 0. */
+  lingerMs?: number
+  maxBatchItems?: number
+  /** Of the uncompressed body. Default 5000000. */
+  maxBatchBytes?: number
+  maxQueuedItems?: number
+  maxQueuedBytes?: number
+  overflow?: 'wait' | 'reject'
+  maxQueueWaitMs?: number
+  requestTimeoutMs?: number
+  /** From push() to the 2xx, retries included. Default 120000. */
+  deliveryTimeoutMs?: number
+  retryBackoffMs?: number
+  maxRetryBackoffMs?: number
+  flushOnSignals?: boolean
+  shutdownTimeoutMs?: number
+}
+
+export interface HttpSinkStats {
+  queued: number
+  queuedBytes: number
+  waiting: number
+  inFlight: number
+  pushed: number
+  delivered: number
+  /** Refused at the call included. */
+  rejected: number
+  requests: number
+  /** Failed requests to be tried again. */
+  retries: number
+  /** 413 halvings. */
+  splits: number
+  bytesSent: number
+}
+
+/** What a non-retriable HTTP answer rejects records with. */
+export interface HttpStatusError extends IoHygieneError {
+  code: 'ERR_IO_HYGIENE_HTTP_STATUS'
+  status: number
+  /** The first 512 characters of the response body. */
+  body: string
+}
+
+export interface HttpSink {
+  readonly closed: boolean
+  /** Resolves when the request carrying the record got a 2xx. */
+  push(record: unknown): Promise<void>
+  flush(options?: { timeoutMs?: number | null }): Promise<void>
+  close(options?: { timeoutMs?: number | null }): Promise<void>
+  stats(): HttpSinkStats
+}
+
+export declare function createHttpSink(options: HttpSinkOptions): HttpSink
 
 // kafka
 

@@ -1,6 +1,15 @@
 import { expectError, expectType } from 'tsd'
+import { createHttpSink, type HttpSinkStats } from '.'
 import type { LookupAddress } from 'node:dns'
 import { wrapProducer, type RecordMetadata, createBatcher, createDnsCache, createStatsd, install, installed, uninstall, errors, type BatcherStats, type DnsCache, type DnsStats, type Installation, type StatsdStats } from '.'
+
+const sink = createHttpSink({ url: 'https://logs.test/ingest', headers: { authorization: 'Bearer x' }, compression: 'gzip' })
+expectType<Promise<void>>(sink.push({ msg: 'hi' }))
+expectType<HttpSinkStats>(sink.stats())
+expectType<Promise<void>>(sink.close({ timeoutMs: 1000 }))
+expectError(createHttpSink({ url: 'https://logs.test/', format: 'xml' }))
+expectError(createHttpSink({ url: 'https://logs.test/', lingerMS: 5 }))
+expectError(createHttpSink({}))
 
 const handle = install({ dns: { maxTtlMs: 60_000, servers: ['127.0.0.1:53'], hostsFile: null } })
 expectType<Installation>(handle)

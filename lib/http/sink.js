@@ -1,0 +1,389 @@
+'use strict'
+
+// createHttpSink({ url, ... }): events POSTed to an HTTP endpoint in batches,
+// on the core batcher (lib/batch.js), through undici's request() and so the
+// global dispatcher (io-hygiene's when installed, with the DNS cache under it).
+//
+//   push(record) -> Promise<void>: resolves when a request carrying the
+//     record got a 2xx; rejects with the status error (400 and other
+//     non-retriable answers, or 413 for a record alone), with the batcher's
+//     coded error (queue full, closed, delivery deadline with its cause), or
+//     at once for a record that is not JSON.
+//
+// A batch is one request, except after a 413: then it is sent in halves, in
+// order, down to single records, and batches of at least the refused size
+// are split before they are sent. Network errors, 429 and 5xx fail the
+// batch's undelivered rest; the batcher retries it (backoff with jitter,
+// after the Retry-After wait) before anything newer, so order is kept, until
+// the delivery deadline. Records delivered by an earlier part of the batch
+// were settled at once and are not sent again.
+const zlib = require('node:zlib')
+const { promisify } = require('node:util')
+const { createBatcher } = require('../batch')
+const { integer, boolean, oneOf, string, nullable, resolve } = require('../options')
+const {
+  ERR_IO_HYGIENE_INVALID_OPTION,
+  ERR_IO_HYGIENE_CONFLICTING_OPTIONS,
+  ERR_IO_HYGIENE_INVALID_ARGUMENT,
+  ERR_IO_HYGIENE_TIMEOUT,
+  ERR_IO_HYGIENE_CLOSED,
+  ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
+  ERR_IO_HYGIENE_HTTP_STATUS,
+} = require('../errors')
+
+const gzip = promisify(zlib.gzip)
+const where = 'createHttpSink()'
+const MAX_TIMER_MS = 2_147_483_647
+const ms = (min) => integer(min, MAX_TIMER_MS)
+// Characters of an error response kept on the error (`body`) and its message.
+const EXCERPT_CHARS = 512
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+// Set by the sink (framing, body, encoding) or refused by undici.
+const RESERVED_HEADERS = new Set(['content-length', 'content-encoding', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'expect'])
+const CONTENT_TYPES = { ndjson: 'application/x-ndjson', json: 'application/json' }
+
+function httpUrl () {
+  const check = (where, key, value) => {
+    let url = null
+    if (typeof value === 'string' || value instanceof URL) {
+      try {
+        url = new URL(value)
+      } catch {}
+    }
+    if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an http: or https: URL', typeof value === 'string' ? value : String(value))
+    }
+    return url.href
+  }
+  check.expects = 'string | URL'
+  return check
+}
+
+function headerObject () {
+  const check = (where, key, value) => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an object of header names to strings', value)
+    }
+    const out = {}
+    for (const name of Object.keys(value)) {
+      const lower = name.toLowerCase()
+      const v = value[name]
+      if (!TOKEN.test(name) || RESERVED_HEADERS.has(lower)) {
+        throw new ERR_IO_HYGIENE_INVALID_OPTION(where, `${key}["${name}"]`, `a valid header name not among ${[...RESERVED_HEADERS].join(', ')} (the sink sets those)`, name)
+      }
+      if (typeof v !== 'string' || /[\r\n\0]/.test(v)) {
+        throw new ERR_IO_HYGIENE_INVALID_OPTION(where, `${key}["${name}"]`, 'a string without CR, LF or NUL', v)
+      }
+      out[lower] = v
+    }
+    return Object.freeze(out)
+  }
+  check.expects = 'object'
+  return check
+}
+
+// Defaults, and why, are in the README's http-sink table; a test keeps the two equal.
+const spec = {
+  url: { default: null, check: nullable(httpUrl()) },
+  name: { default: 'http-sink', check: string() },
+  method: { default: 'POST', check: oneOf('POST', 'PUT') },
+  format: { default: 'ndjson', check: oneOf('ndjson', 'json') },
+  compression: { default: 'none', check: oneOf('none', 'gzip') },
+  headers: { default: null, check: nullable(headerObject()) },
+  lingerMs: { default: 0, check: ms(0) },
+  maxBatchItems: { default: 1000, check: integer(1) },
+  maxBatchBytes: { default: 5_000_000, check: integer(2) },
+  maxQueuedItems: { default: 10_000, check: integer(1) },
+  maxQueuedBytes: { default: 33_554_432, check: integer(2) },
+  overflow: { default: 'wait', check: oneOf('wait', 'reject') },
+  maxQueueWaitMs: { default: 60_000, check: ms(0) },
+  requestTimeoutMs: { default: 30_000, check: ms(1) },
+  deliveryTimeoutMs: { default: 120_000, check: ms(1) },
+  retryBackoffMs: { default: 1000, check: ms(0) },
+  maxRetryBackoffMs: { default: 5000, check: ms(0) },
+  flushOnSignals: { default: false, check: boolean() },
+  shutdownTimeoutMs: { default: 10_000, check: ms(0) },
+}
+
+// A pushed record, serialised once. `bytes` counts its separator too, so the
+// batcher's byte count is the body's (a JSON array adds one byte: below).
+class Event {
+  constructor (json, at) {
+    this.json = json
+    this.bytes = Buffer.byteLength(json) + 1
+    this.at = at
+    this.done = false
+    this.resolve = null
+    this.reject = null
+  }
+}
+
+const sizeOf = (event) => event.bytes
+// The sink settles what it can itself (a split batch's delivered part, a
+// 400); it throws only for what is worth another try.
+const isRetriable = () => true
+
+// Retry-After in ms: delay-seconds or an HTTP-date; 0 when absent or invalid.
+function retryAfterMs (value, now = Date.now()) {
+  if (Array.isArray(value)) value = value[0]
+  if (typeof value !== 'string') return 0
+  value = value.trim()
+  if (/^\d+$/.test(value)) return Number(value) * 1000
+  const at = Date.parse(value)
+  return Number.isNaN(at) ? 0 : Math.max(0, at - now)
+}
+
+async function excerptOf (body) {
+  body.setEncoding('utf8')
+  let text = ''
+  for await (const chunk of body) {
+    text += chunk
+    if (text.length > EXCERPT_CHARS) break // the rest is not read: the socket is closed
+  }
+  return text.length > EXCERPT_CHARS ? `${text.slice(0, EXCERPT_CHARS)}...` : text
+}
+
+class HttpSink {
+  #options
+  #url
+  #request
+  #headers
+  #batcher
+  #refusedBytes = Infinity // the smallest body that got a 413
+  #awaited = 0 // flush() and close() calls not settled yet
+  #sleeps = new Set()
+  #requests = new Set() // AbortControllers of requests in flight
+  #counters = {
+    pushed: 0,
+    delivered: 0,
+    rejected: 0,
+    requests: 0,
+    retries: 0,
+    splits: 0,
+    bytesSent: 0,
+  }
+
+  constructor (options, request) {
+    this.#options = options
+    this.#url = options.url
+    this.#request = request
+    this.#headers = { 'content-type': CONTENT_TYPES[options.format], ...options.headers }
+    if (options.compression === 'gzip') this.#headers['content-encoding'] = 'gzip'
+    const json = options.format === 'json'
+    this.#batcher = createBatcher({
+      name: options.name,
+      send: (events) => this.#send(events),
+      // lingerMs 0: a push while nothing is in flight goes at once, and what
+      // arrives during a request is the next batch (one request in flight).
+      flushIntervalMs: options.lingerMs,
+      flushWhenIdle: options.lingerMs === 0,
+      maxBatchItems: options.maxBatchItems,
+      // '[' and ']' around records that each count one separator.
+      maxBatchBytes: options.maxBatchBytes - (json ? 1 : 0),
+      maxQueuedItems: options.maxQueuedItems,
+      maxQueuedBytes: options.maxQueuedBytes,
+      overflow: options.overflow,
+      maxWaitMs: options.maxQueueWaitMs,
+      concurrency: 1,
+      deliveryTimeoutMs: options.deliveryTimeoutMs,
+      retryBackoffMs: options.retryBackoffMs,
+      maxRetryBackoffMs: options.maxRetryBackoffMs,
+      flushOnSignals: options.flushOnSignals,
+      shutdownTimeoutMs: options.shutdownTimeoutMs,
+      sizeOf,
+      isRetriable,
+    })
+  }
+
+  get closed () {
+    return this.#batcher.closed
+  }
+
+  push (record) {
+    let json
+    try {
+      json = JSON.stringify(record)
+    } catch (cause) {
+      return this.#refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(`${this.#options.name} push()`, 'the record must serialise to JSON', { cause }))
+    }
+    if (typeof json !== 'string') {
+      return this.#refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(`${this.#options.name} push()`, `the record must serialise to JSON, got ${typeof record}`))
+    }
+    const event = new Event(json, performance.now())
+    const promise = new Promise((resolve, reject) => {
+      event.resolve = resolve
+      event.reject = reject
+    })
+    this.#counters.pushed++
+    // The batcher rejects what the sink did not settle: queue full, closed,
+    // the delivery deadline.
+    this.#batcher.push(event).catch((err) => this.#fail(event, err))
+    return promise
+  }
+
+  flush (options) {
+    return this.#await(this.#batcher.flush(options))
+  }
+
+  // Sends everything held; at timeoutMs, what is left is rejected with
+  // ERR_IO_HYGIENE_TIMEOUT and requests still in flight are aborted.
+  close (options) {
+    return this.#await(this.#batcher.close(options)).catch((err) => {
+      if (this.#batcher.closed) {
+        for (const controller of this.#requests) controller.abort(new ERR_IO_HYGIENE_CLOSED(this.#options.name))
+      }
+      throw err
+    })
+  }
+
+  stats () {
+    const { queued, queuedBytes, waiting, inFlight } = this.#batcher.stats()
+    return { queued, queuedBytes, waiting, inFlight, ...this.#counters }
+  }
+
+  #refuse (err) {
+    this.#counters.rejected++
+    return Promise.reject(err)
+  }
+
+  #ok (events) {
+    for (const event of events) {
+      // Rejected by the batcher's deadline timer in the moment before this
+      // request's own abort timer, set for that deadline, fired: a race no
+      // test can order.
+      /* c8 ignore next */
+      if (event.done) continue
+      event.done = true
+      this.#counters.delivered++
+      event.resolve()
+    }
+  }
+
+  #fail (event, err) {
+    if (event.done) return
+    event.done = true
+    this.#counters.rejected++
+    event.reject(err)
+  }
+
+  // Timers that a caller of flush() or close() waits behind are ref'd, and
+  // only then: a background sink does not keep the process alive.
+  #await (promise) {
+    if (this.#awaited++ === 0) for (const sleep of this.#sleeps) sleep.ref()
+    return promise.finally(() => {
+      if (--this.#awaited === 0) for (const sleep of this.#sleeps) sleep.unref()
+    })
+  }
+
+  #sleep (delay) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#sleeps.delete(timer)
+        resolve()
+      }, delay)
+      if (this.#awaited === 0) timer.unref()
+      this.#sleeps.add(timer)
+    })
+  }
+
+  // The batcher's send(): what an earlier attempt settled is not sent again.
+  async #send (events) {
+    const live = events.filter((event) => !event.done)
+    if (live.length > 0) await this.#deliver(live)
+  }
+
+  async #deliver (events) {
+    if (events.length > 1 && this.#bodyBytes(events) >= this.#refusedBytes) return this.#split(events)
+    const { status, headers, excerpt, bytes } = await this.#post(events)
+    if (status >= 200 && status < 300) return this.#ok(events)
+    if (status === 413 && events.length > 1) {
+      this.#refusedBytes = Math.min(this.#refusedBytes, bytes)
+      return this.#split(events)
+    }
+    const o = this.#options
+    const err = new ERR_IO_HYGIENE_HTTP_STATUS(`${o.method} ${this.#url}`, status, excerpt)
+    err.status = status
+    err.body = excerpt
+    if (status === 429 || status >= 500) {
+      this.#counters.retries++
+      // Honoured: no retry sooner. A record whose deadline comes first could
+      // not be delivered in time, so it is rejected now, with this cause.
+      const wait = retryAfterMs(headers['retry-after'])
+      if (wait > 0) {
+        const retryAt = performance.now() + wait
+        for (const event of events) {
+          if (event.at + o.deliveryTimeoutMs <= retryAt) this.#fail(event, new ERR_IO_HYGIENE_DELIVERY_TIMEOUT(o.deliveryTimeoutMs, { cause: err }))
+        }
+        if (!events[events.length - 1].done) await this.#sleep(wait)
+      }
+      throw err
+    }
+    for (const event of events) this.#fail(event, err)
+  }
+
+  // Halves, in order; a failure of the first stops the second, and the
+  // batcher retries both (minus what was delivered).
+  async #split (events) {
+    this.#counters.splits++
+    const half = Math.ceil(events.length / 2)
+    await this.#deliver(events.slice(0, half))
+    await this.#deliver(events.slice(half))
+  }
+
+  #bodyBytes (events) {
+    let bytes = this.#options.format === 'json' ? 1 : 0
+    for (const event of events) bytes += event.bytes
+    return bytes
+  }
+
+  // One request, its response read within requestTimeoutMs and never past
+  // the oldest record's delivery deadline.
+  async #post (events) {
+    const o = this.#options
+    const jsons = events.map((event) => event.json)
+    let body = o.format === 'ndjson' ? jsons.join('\n') + '\n' : '[' + jsons.join(',') + ']'
+    if (o.compression === 'gzip') body = await gzip(body)
+    const bytes = this.#bodyBytes(events)
+    const timeoutMs = Math.max(1, Math.ceil(Math.min(o.requestTimeoutMs, events[0].at + o.deliveryTimeoutMs - performance.now())))
+    const controller = new AbortController()
+    const timer = setTimeout(() => controller.abort(new ERR_IO_HYGIENE_TIMEOUT(`${o.method} ${this.#url}`, timeoutMs)), timeoutMs)
+    timer.unref() // the request's socket keeps the process alive
+    this.#requests.add(controller)
+    this.#counters.requests++
+    this.#counters.bytesSent += typeof body === 'string' ? bytes : body.length
+    let res
+    let excerpt = ''
+    try {
+      res = await this.#request(this.#url, { method: o.method, headers: this.#headers, body, signal: controller.signal })
+      if (res.statusCode >= 200 && res.statusCode < 300) await res.body.dump()
+      else excerpt = await excerptOf(res.body)
+    } catch (err) {
+      this.#counters.retries++ // the batcher tries again, within the deadline
+      throw err
+    } finally {
+      clearTimeout(timer)
+      this.#requests.delete(controller)
+    }
+    return { status: res.statusCode, headers: res.headers, excerpt, bytes }
+  }
+}
+
+function createHttpSink (options) {
+  const o = resolve(where, spec, options)
+  if (o.url === null) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'url', 'an http: or https: URL', undefined)
+  if (o.maxBatchItems > o.maxQueuedItems) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `maxBatchItems (${o.maxBatchItems}) must not exceed maxQueuedItems (${o.maxQueuedItems})`)
+  }
+  if (o.maxBatchBytes > o.maxQueuedBytes) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `maxBatchBytes (${o.maxBatchBytes}) must not exceed maxQueuedBytes (${o.maxQueuedBytes})`)
+  }
+  if (o.retryBackoffMs > o.maxRetryBackoffMs) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `retryBackoffMs (${o.retryBackoffMs}) must not exceed maxRetryBackoffMs (${o.maxRetryBackoffMs})`)
+  }
+  // Loaded here, not with io-hygiene: undici is large. Its request() uses
+  // the global dispatcher at each call, so an install() made later counts.
+  const { request } = require('undici')
+  return new HttpSink(o, request)
+}
+
+module.exports = { spec, createHttpSink, retryAfterMs }
