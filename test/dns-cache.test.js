@@ -211,6 +211,25 @@ t.test('an entry evicted while it resolves still answers its callers, then keeps
   t.equal(cache[kInspect]('first.test', 0).entry, undefined)
 })
 
+t.test('case variants of a name share one entry; each caller gets its own spelling back, a trailing dot stays apart', async (t) => {
+  const { server, cache, lookup, lookupAll } = await cacheWithServer(t, { errorTtlMs: 60_000 })
+  server.set('mixed.test', { a: ['10.1.4.1'], ttl: 300 })
+  const answers = await Promise.all([lookup('mixed.test'), lookup('MIXED.TEST'), lookupAll('Mixed.Test')])
+  t.same(answers, [{ address: '10.1.4.1', family: 4 }, { address: '10.1.4.1', family: 4 }, [{ address: '10.1.4.1', family: 4 }]])
+  t.same(await lookup('mIxEd.tEsT'), { address: '10.1.4.1', family: 4 })
+  t.match(cache.stats(), { misses: 1, coalesced: 2, hits: 1, entries: 1 })
+  t.equal(server.count('mixed.test', 'A'), 1, 'one query for every spelling')
+  t.same(await lookup('MIXED.TEST.'), { address: '10.1.4.1', family: 4 })
+  t.equal(cache.stats().entries, 2, 'a trailing dot is another name (search domains)')
+
+  const first = await Promise.all(['gone.test', 'GONE.test'].map((name) => lookup(name).catch((err) => err)))
+  const later = await cache.lookupAsync('Gone.Test').catch((err) => err)
+  for (const [err, name] of [[first[0], 'gone.test'], [first[1], 'GONE.test'], [later, 'Gone.Test']]) {
+    t.match(err, { code: 'ENOTFOUND', hostname: name, message: new RegExp(`^query(A|Aaaa) ENOTFOUND ${name}$`) }, name)
+  }
+  t.match(cache.stats(), { negativeHits: 1, errors: { ENOTFOUND: 1 } })
+})
+
 t.test('the periodic sweep drops entries that can no longer be served', async (t) => {
   const { server, cache, lookup } = await cacheWithServer(t, { sweepIntervalMs: 50, errorTtlMs: 10, minTtlMs: 0, staleTtlMs: 0 })
   server.set('live.test', { a: ['10.1.1.1'], ttl: 60 })

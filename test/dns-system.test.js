@@ -41,8 +41,12 @@ function run ({ nameserver }) {
   })
   t.teardown(() => server.close())
 
-  const NAMES = ['dual.test', 'Dual.TEST', 'v4.test', 'v6.test', 'hosts.test', 'both.test', 'short', 'localhost',
-    'missing.test', '127.0.0.1', '::1']
+  // Case variants follow the spelling they share an entry with, so that they
+  // are answered from it: every field that echoes the name must still be the
+  // caller's own (an error's message and hostname).
+  const NAMES = ['dual.test', 'Dual.TEST', 'v4.test', 'v6.test', 'hosts.test', 'HOSTS.test', 'both.test', 'short', 'SHORT',
+    'localhost', 'LOCALHOST', 'LocalHost', 'localhost.', 'missing.test', 'Missing.TEST', 'missing.test.', 'MISSING.TEST.',
+    '127.0.0.1', '::1']
   const { ADDRCONFIG, V4MAPPED, ALL } = dns
   const FORMS = [
     undefined, null, 0, 4, 6, {}, { all: true }, { family: 4 }, { family: 6 }, { family: 'IPv4' },
@@ -191,6 +195,18 @@ function run ({ nameserver }) {
     }
     t.equal(server.queries, before, 'all served from the cache')
     t.equal(cache.stats().upstreamLookups, 3)
+  })
+
+  t.test('case variants of a name share one getaddrinfo and one entry', async (t) => {
+    const { dns: cache } = ioHygiene.install({ dns: { errorTtlMs: 60_000 } })
+    t.teardown(() => ioHygiene.uninstall())
+    const names = ['dual.test', 'DUAL.test', 'Dual.Test', 'localhost', 'LOCALHOST', 'LocalHost', 'missing.test', 'MISSING.test', 'Missing.Test']
+    const expected = []
+    for (const name of names) expected.push(await call(originalLookup, name, { all: true }))
+    t.same(await Promise.all(names.map((name) => call(dns.lookup, name, { all: true }))), expected, 'concurrent: coalesced')
+    t.match(cache.stats(), { upstreamLookups: 3, misses: 3, coalesced: 6, entries: 3 })
+    for (let i = 0; i < names.length; i++) t.same(await call(dns.lookup, names[i], { all: true }), expected[i], `${names[i]} (cached)`)
+    t.match(cache.stats(), { upstreamLookups: 3, hits: 6, negativeHits: 3, entries: 3 })
   })
 
   t.test('serve-stale through the system resolver', async (t) => {

@@ -66,10 +66,16 @@ class DnsCache {
     return this.#closed
   }
 
-  // The hot path: the fresh entry of (hostname, slot), or undefined.
+  // The hot path: the fresh entry of (hostname, slot), or undefined. Names
+  // are kept lower-case (DNS compares names case-insensitively, so LOCALHOST
+  // shares localhost's entry); only a name not found as spelled pays for
+  // lower-casing it.
   hit (hostname, slot) {
-    const record = this.#lru.get(hostname)
-    if (record === undefined) return undefined
+    let record = this.#lru.get(hostname)
+    if (record === undefined) {
+      const key = hostname.toLowerCase()
+      if (key === hostname || (record = this.#lru.get(key)) === undefined) return undefined
+    }
     const entry = record[slot]
     if (entry === undefined || entry.fresh !== true) return undefined
     this.#counters.hits++
@@ -83,7 +89,9 @@ class DnsCache {
   // cache does not take (IP literals, a closed cache).
   query (hostname, slot, reply) {
     if (this.#closed) return false
-    const key = hostname
+    // A trailing dot stays part of the key: search domains apply to
+    // `name` and not to `name.`, so the two can have different answers.
+    const key = hostname.toLowerCase()
     let record = this.#lru.get(key)
     if (record === undefined) {
       if (isIP(hostname) !== 0) return false
@@ -226,7 +234,7 @@ class DnsCache {
   // For tests: the size of the expiry heap and the entry of (hostname, slot),
   // read without counting a lookup or touching the LRU order.
   [kInspect] (hostname, slot) {
-    return { scheduled: this.#expiry.size, entries: this.#lru.size, entry: this.#lru.peek(hostname)?.[slot] }
+    return { scheduled: this.#expiry.size, entries: this.#lru.size, entry: this.#lru.peek(hostname.toLowerCase())?.[slot] }
   }
 
   stats () {
@@ -283,10 +291,16 @@ function publish (hostname, slot, source, error) {
 }
 
 // Node creates a new error for every failed lookup; so do we, with the same
-// class, message and properties, in the same order.
-function copyError (err) {
-  const copy = new err.constructor(err.message)
-  for (const key of Object.keys(err)) copy[key] = err[key]
+// class, message and properties, in the same order, and the caller's own
+// spelling of the name wherever Node echoes it (message and `hostname`).
+function copyError (err, hostname) {
+  let message = err.message
+  const asked = err.hostname
+  if (typeof asked === 'string' && asked !== hostname && message.endsWith(` ${asked}`)) {
+    message = message.slice(0, message.length - asked.length) + hostname
+  }
+  const copy = new err.constructor(message)
+  for (const key of Object.keys(err)) copy[key] = key === 'hostname' ? hostname : err[key]
   return copy
 }
 

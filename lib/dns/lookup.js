@@ -84,7 +84,7 @@ function createLookup (cache, original) {
       return {}
     }
     const handled = cache.query(hostname, slot, (err, entry) => {
-      if (err) process.nextTick(callback, copyError(err))
+      if (err) process.nextTick(callback, copyError(err, hostname))
       else reply(callback, entry, all, order)
     })
     if (!handled) return original.apply(this, arguments)
@@ -109,7 +109,7 @@ function createPromiseLookup (cache, original) {
     let settle = null
     let sync = null
     const handled = cache.query(hostname, slot, (err, entry) => {
-      const value = err ? copyError(err) : shape(entry, all, order)
+      const value = err ? copyError(err, hostname) : shape(entry, all, order)
       if (settle === null) sync = { err, value }
       else settle(err, value)
     })
