@@ -1,7 +1,9 @@
 /// <reference types="node" />
 import type { LookupAddress, LookupAllOptions, LookupOneOptions, LookupOptions } from 'node:dns'
 import type { SocketOptions } from 'node:dgram'
-import type { StatsD, ClientOptions } from 'hot-shots'
+// No import of hot-shots or kafkajs: they are optional peers, and a project
+// without one of them must still type-check without skipLibCheck. What we
+// need of their shapes is declared here, structurally.
 
 export type ErrorCode =
   | 'ERR_IO_HYGIENE_UNKNOWN_OPTION'
@@ -171,7 +173,74 @@ export declare function createBatcher<T, R = unknown>(options: BatcherOptions<T,
 
 // statsd
 
-export interface StatsdOptions extends Omit<ClientOptions, 'cacheDns' | 'cacheDnsTtl' | 'udpSocketOptions' | 'errorHandler' | 'socket' | 'isChild' | 'bufferHolder' | 'maxBufferSize'> {
+export type StatsdTags = { [key: string]: string | number } | string[]
+export type StatsdCallback = (error?: Error, bytes?: number) => void
+/** hot-shots' metric call: (stat, value?, sampleRate?, tags?, callback?), each after stat optional. */
+export type StatsdMetric = (
+  stat: string | string[],
+  value?: number | string | StatsdTags | StatsdCallback,
+  sampleRate?: number | StatsdTags | StatsdCallback,
+  tags?: StatsdTags | StatsdCallback,
+  callback?: StatsdCallback
+) => void
+
+/**
+ * The hot-shots client surface, declared here so that hot-shots' types are
+ * not needed. With hot-shots installed, ask for its full type:
+ * `createStatsd<import('hot-shots').StatsD>(options)`.
+ */
+export interface StatsdClient {
+  increment: StatsdMetric
+  decrement: StatsdMetric
+  gauge: StatsdMetric
+  gaugeDelta: StatsdMetric
+  histogram: StatsdMetric
+  distribution: StatsdMetric
+  timing: StatsdMetric
+  set: StatsdMetric
+  unique: StatsdMetric
+  event(title: string, text?: string, options?: Record<string, unknown>, tags?: StatsdTags, callback?: StatsdCallback): void
+  check(name: string, status: number, options?: Record<string, unknown>, tags?: StatsdTags, callback?: StatsdCallback): void
+  flush(callback?: (error?: Error) => void): void
+  close(callback?: (error?: Error) => void): void
+  childClient(options: { prefix?: string; suffix?: string; globalTags?: StatsdTags; errorHandler?: (error: Error) => void }): StatsdClient
+  readonly host?: string
+  readonly port?: number
+}
+
+/** hot-shots' constructor options that createStatsd() checks and passes through, and its own. */
+export interface StatsdOptions {
+  host?: string
+  port?: number
+  prefix?: string
+  suffix?: string
+  tagPrefix?: string
+  tagSeparator?: string
+  globalize?: boolean
+  mock?: boolean
+  globalTags?: StatsdTags
+  includeDataDogTags?: boolean
+  telegraf?: boolean
+  protocol?: 'udp' | 'tcp' | 'uds' | 'stream'
+  path?: string
+  stream?: NodeJS.WritableStream
+  udsRetryOptions?: Record<string, unknown>
+  tcpGracefulErrorHandling?: boolean
+  tcpGracefulRestartRateLimit?: number
+  udsGracefulErrorHandling?: boolean
+  udsGracefulRestartRateLimit?: number
+  closingFlushInterval?: number
+  includeDatadogTelemetry?: boolean
+  telemetryFlushInterval?: number
+  datadog?: boolean
+  originDetection?: boolean
+  containerID?: string
+  cardinality?: 'none' | 'low' | 'orchestrator' | 'high'
+  aggregation?: boolean | Record<string, unknown>
+  useDefaultRoute?: boolean
+  sampleRate?: number
+  /** ms between buffer flushes. Default 1000. */
+  bufferFlushInterval?: number
   cacheDns?: false
   /** Bytes per packet, at least 1; null: 1432 for UDP, 8192 otherwise. */
   maxBufferSize?: number | null
@@ -188,25 +257,35 @@ export interface StatsdOptions extends Omit<ClientOptions, 'cacheDns' | 'cacheDn
 }
 
 export interface StatsdStats {
+  /** Packets the transport sent. */
   packets: number
+  /** Bytes of those packets. */
   bytes: number
+  /** Packets the transport failed to send (not in packets or bytes). */
   droppedPackets: number
+  /** Every error the client met... */
   errors: number
+  /** ...and by code. */
   errorsByCode: Record<string, number>
+  /** Times the errorHandler threw. */
   handlerErrors: number
+  /** Host lookups asked of the TTL cache. */
   lookups: number
+  /** Of those, the ones that failed. */
   lookupErrors: number
+  /** Failed lookups answered with the last good address. */
   lastKnownAddressUses: number
+  /** close() calls that reached their deadline. */
   closeTimeouts: number
 }
 
-export type IoHygieneStatsd<T extends StatsD = StatsD> = Omit<T, 'close'> & {
+export type IoHygieneStatsd<T extends object = StatsdClient> = Omit<T, 'close'> & {
   close(callback?: () => void): Promise<void>
   stats(): StatsdStats
 }
 
-export declare function createStatsd(options?: StatsdOptions): IoHygieneStatsd
-export declare function wrapStatsd<T extends StatsD>(client: T, options?: { flushOnExit?: boolean; flushOnSignals?: boolean; closeTimeoutMs?: number; shutdownTimeoutMs?: number }): IoHygieneStatsd<T>
+export declare function createStatsd<T extends object = StatsdClient>(options?: StatsdOptions): IoHygieneStatsd<T>
+export declare function wrapStatsd<T extends { increment(...args: any[]): unknown; flush(...args: any[]): unknown; close(...args: any[]): unknown }>(client: T, options?: { flushOnExit?: boolean; flushOnSignals?: boolean; closeTimeoutMs?: number; shutdownTimeoutMs?: number }): IoHygieneStatsd<T>
 
 // http sink
 
@@ -310,11 +389,20 @@ export interface RecordMetadata {
   logStartOffset?: string
 }
 
+/** A message as kafkajs takes it (kafkajs's Message). */
+export interface KafkaMessage {
+  key?: Buffer | string | null
+  value: Buffer | string | null
+  partition?: number
+  headers?: { [key: string]: Buffer | string | Array<Buffer | string> | undefined }
+  timestamp?: string
+}
+
 export interface WrappedProducer<P extends KafkaProducerLike = KafkaProducerLike> {
   connect(): Promise<void>
   disconnect(options?: { timeoutMs?: number | null }): Promise<void>
-  send(record: { topic: string; messages: unknown[]; acks?: -1 | 0 | 1; timeout?: number; compression?: number }): Promise<RecordMetadata[]>
-  sendBatch(batch: { topicMessages: Array<{ topic: string; messages: unknown[] }>; acks?: -1 | 0 | 1; timeout?: number; compression?: number }): Promise<RecordMetadata[]>
+  send(record: { topic: string; messages: KafkaMessage[]; acks?: -1 | 0 | 1; timeout?: number; compression?: number }): Promise<RecordMetadata[]>
+  sendBatch(batch: { topicMessages: Array<{ topic: string; messages: KafkaMessage[] }>; acks?: -1 | 0 | 1; timeout?: number; compression?: number }): Promise<RecordMetadata[]>
   flush(options?: { timeoutMs?: number | null }): Promise<void>
   stats(): BatcherStats
   on: P['on']

@@ -1,7 +1,7 @@
 import { expectError, expectType } from 'tsd'
 import { createHttpSink, type HttpSinkStats } from '.'
 import type { LookupAddress } from 'node:dns'
-import { wrapProducer, type RecordMetadata, createBatcher, createDnsCache, createStatsd, install, installed, uninstall, errors, type BatcherStats, type DnsCache, type DnsStats, type Installation, type StatsdStats } from '.'
+import { wrapProducer, wrapStatsd, type RecordMetadata, createBatcher, createDnsCache, createStatsd, install, installed, uninstall, errors, type BatcherStats, type DnsCache, type DnsStats, type Installation, type StatsdStats } from '.'
 
 const sink = createHttpSink({ url: 'https://logs.test/ingest', headers: { authorization: 'Bearer x' }, compression: 'gzip' })
 expectType<Promise<void>>(sink.push({ msg: 'hi' }))
@@ -56,3 +56,16 @@ const producer = wrapProducer(kafkajsProducer, { lingerMs: 5 })
 expectType<Promise<RecordMetadata[]>>(producer.send({ topic: 't', messages: [{ value: 'v' }] }))
 expectType<Promise<void>>(producer.flush({ timeoutMs: 1000 }))
 expectError(wrapProducer(kafkajsProducer, { linger: 5 }))
+producer.send({ topic: 't', messages: [{ key: Buffer.from('k'), value: null, partition: 0, headers: { h: ['a', Buffer.from('b')] }, timestamp: '0' }] })
+expectError(producer.send({ topic: 't', messages: [42] }))
+expectError(producer.send({ topic: 't', messages: [{ key: 'k' }] }))
+expectError(producer.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 5 }] }] }))
+
+// hot-shots' full type, when the project has it; the built-in surface otherwise.
+const full = createStatsd<import('hot-shots').StatsD>({ host: 'statsd.test' })
+full.increment('requests', 1, ['a:b'])
+expectType<StatsdStats>(full.stats())
+statsd.increment('requests', { route: '/users' })
+expectError(createStatsd({ host: 123 }))
+expectError(createStatsd({ protocol: 'http' }))
+expectType<Promise<void>>(wrapStatsd(new (require('hot-shots'))() as import('hot-shots').StatsD).close())
