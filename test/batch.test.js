@@ -37,6 +37,19 @@ const tick = () => new Promise((resolve) => setImmediate(resolve))
 const len = (s) => s.length
 const retriable = (message) => Object.assign(new Error(message), { retriable: true })
 
+// An injected clock: the batcher reads performance.now(); the test moves it.
+// Its timers still run on the real clock, so a test that moves the clock
+// wakes the batcher itself (flush() does).
+function fakeClock (t) {
+  const now = performance.now
+  const start = now.call(performance)
+  let offset = 0
+  performance.now = () => start + offset
+  const restore = () => { performance.now = now }
+  t.teardown(restore)
+  return { set: (ms) => { offset = ms }, restore }
+}
+
 // Builds a batcher that the test's teardown closes.
 function make (t, options) {
   const b = createBatcher({ sizeOf: len, ...options })
@@ -85,7 +98,14 @@ t.test('options are validated by name, defaults are documented values', async (t
   t.throws(() => createBatcher({ send, maxBatchBytes: 10, maxQueuedBytes: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
   t.throws(() => createBatcher({ send, retryBackoffMs: 10, maxRetryBackoffMs: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
   t.throws(() => createBatcher({ send, concurrency: 2 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS', message: /groupOf/ })
-  t.ok(createBatcher({ send, concurrency: 2, groupOf: () => 1 }))
+  // With groupOf, concurrency 2 is accepted, and used: two groups in flight at once.
+  const sink = manualSink()
+  const parallel = make(t, { send: sink.send, concurrency: 2, groupOf: (x) => x })
+  const both = [parallel.push('a'), parallel.push('b')]
+  await until(() => sink.calls.length === 2, 'two batches at once')
+  t.equal(parallel.stats().batchesInFlight, 2)
+  for (const call of sink.calls) call.resolve()
+  await Promise.all(both)
 
   const c = make(t, { send })
   await t.rejects(c.flush({ timeoutMs: -1 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' })
@@ -193,8 +213,12 @@ t.test('flushWhenIdle sends at once when nothing is in flight, and batches what 
 t.test('flush() waits for everything pushed before it, and only that', async (t) => {
   const sink = manualSink()
   const b = make(t, { send: sink.send, flushWhenIdle: false, flushIntervalMs: 60_000, maxBatchItems: 2, maxRetryBackoffMs: 0, retryBackoffMs: 0 })
-  await b.flush()
-  t.pass('an empty flush resolves')
+  // An empty flush settles at once (before the next turn of the loop) and sends nothing.
+  let empty = false
+  b.flush().then(() => { empty = true })
+  await tick()
+  t.equal(empty, true, 'an empty flush resolves at once')
+  t.equal(sink.calls.length, 0)
   const a = b.push('a')
   const flushed = b.flush()
   let done = false
@@ -509,13 +533,18 @@ t.test('an item in flight at its deadline is rejected then; the group waits for 
   t.equal(await next, 'b')
   t.match(b.stats(), { flushed: 1, rejected: 1 })
 
-  // Half a batch past its deadline: the rest is still answered.
-  const c = make(t, { send: sink.send, deliveryTimeoutMs: 200, flushWhenIdle: false, flushIntervalMs: 60_000 })
+  // Half a batch past its deadline: the rest is still answered. The clock
+  // is the test's, so the retry never races the young item's deadline.
+  const clock = fakeClock(t)
+  const c = make(t, { send: sink.send, deliveryTimeoutMs: 200, flushWhenIdle: false, flushIntervalMs: 60_000, retryBackoffMs: 0, maxRetryBackoffMs: 0 })
   const old = caught(c.push('old'))
-  await sleep(120)
+  clock.set(120)
   const young = c.push('young')
   const flushed = c.flush()
   await until(() => sink.calls.length === 3, 'send')
+  t.same(sink.calls[2].items, ['old', 'young'])
+  clock.set(210)
+  c.flush().catch(() => {}) // wakes the batcher: old is past its deadline, young is not
   t.match(await old, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT' })
   sink.calls[2].reject(retriable('then a failure'))
   await until(() => sink.calls.length === 4, 'the retry')
@@ -523,6 +552,7 @@ t.test('an item in flight at its deadline is rejected then; the group waits for 
   sink.calls[3].resolve(['y'])
   t.equal(await young, 'y')
   await flushed
+  clock.restore()
 })
 
 t.test('deliveryTimeoutMs counts from the push() call, time spent waiting for room included', async (t) => {
@@ -549,28 +579,24 @@ t.test('deliveryTimeoutMs counts from the push() call, time spent waiting for ro
 })
 
 t.test('an item admitted after waiting for room keeps the deadline of its call (an injected clock)', async (t) => {
-  const now = performance.now
-  let clock = now.call(performance)
-  const start = clock
-  performance.now = () => clock
-  t.teardown(() => { performance.now = now })
+  const clock = fakeClock(t)
   const sink = manualSink()
   const b = make(t, { send: sink.send, maxQueuedItems: 1, maxBatchItems: 1, deliveryTimeoutMs: 50 })
   const x = b.push('x')
   await until(() => sink.calls.length === 1, 'x in flight')
   const y = caught(b.push('y'))
   // y waited 40 ms for room, then is sent; 20 ms later its call is 60 ms old.
-  clock = start + 40
+  clock.set(40)
   sink.calls[0].resolve()
   await x
   await until(() => sink.calls.length === 2, 'y in flight')
-  clock = start + 60
+  clock.set(60)
   let settled = null
   y.then((value) => { settled = value })
   b.flush().catch(() => {})
   await until(() => settled !== null, 'y rejected')
   t.match(settled, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT' }, 'past 50 ms from its call, though 20 ms from its admission')
-  performance.now = now
+  clock.restore()
   sink.calls[1].resolve()
 })
 

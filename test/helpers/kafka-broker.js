@@ -341,9 +341,22 @@ async function startKafka ({ dir, heapMb = 512, partitions = 1, timeoutMs } = {}
 }
 
 // Reads `topic` from the beginning with a real kafkajs consumer until `count`
-// messages arrived (or `timeoutMs` passed, then what arrived), as
+// messages arrived and every partition was read to the end it had when the
+// call began (so duplicates past `count`, if any, are in the result), or
+// until `timeoutMs` passed, then what arrived; as
 // { partition, offset, key, value, headers } with strings for key and value.
 async function consumeAll (kafka, topic, count, { timeoutMs = 60_000, readUncommitted = false } = {}) {
+  const admin = kafka.admin()
+  await admin.connect()
+  let offsets
+  try {
+    offsets = await admin.fetchTopicOffsets(topic)
+  } finally {
+    await admin.disconnect()
+  }
+  // Partition -> its high watermark, until a fetch reads up to it.
+  const behind = new Map()
+  for (const { partition, high, low } of offsets) if (Number(high) > Number(low)) behind.set(partition, Number(high))
   const consumer = kafka.consumer({
     groupId: `check-${topic}-${crypto.randomUUID()}`,
     readUncommitted,
@@ -355,20 +368,25 @@ async function consumeAll (kafka, topic, count, { timeoutMs = 60_000, readUncomm
     await consumer.subscribe({ topic, fromBeginning: true })
     await new Promise((resolve) => {
       const timer = setTimeout(resolve, timeoutMs)
+      const check = () => {
+        if (out.length < count || behind.size > 0) return
+        clearTimeout(timer)
+        resolve()
+      }
+      // A batch that reached the partition's end (lag 0, transaction
+      // markers included) at or past the watermark seen at the start.
+      consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+        if (payload.offsetLag === '0' && Number(payload.highWatermark) >= behind.get(payload.partition)) behind.delete(payload.partition)
+        check()
+      })
       consumer.run({
         eachMessage: async ({ partition, message }) => {
           const headers = {}
           for (const [name, value] of Object.entries(message.headers ?? {})) headers[name] = value?.toString()
           out.push({ partition, offset: Number(message.offset), key: message.key?.toString() ?? null, value: message.value?.toString() ?? null, headers })
-          if (out.length >= count) {
-            clearTimeout(timer)
-            resolve()
-          }
         },
       })
     })
-    // A moment for duplicates, if any, to show up after the expected count.
-    await sleep(300)
   } finally {
     await consumer.disconnect()
   }
