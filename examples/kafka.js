@@ -2,9 +2,10 @@
 
 // `node examples/kafka.js`: one send() per "request", as services write it,
 // batched by wrapProducer(). With KAFKA_BROKERS unset it starts the project's
-// local test broker (Kafka 3.9 from Maven Central, run with your Java 17;
-// the first run downloads the jars); with KAFKA_BROKERS=host:port,... it
-// uses yours.
+// local test broker: Kafka 3.9, run with your Java 17. Its FIRST RUN
+// DOWNLOADS THE BROKER (Kafka's jars, tens of MB, from Maven Central, with
+// your Maven) into .cache/, printing progress; later runs start in seconds.
+// With KAFKA_BROKERS=host:port,... it uses yours and downloads nothing.
 //
 // Needs kafkajs, io-hygiene's optional peer dependency: npm install kafkajs
 const { Kafka, logLevel } = require('kafkajs')
@@ -15,8 +16,8 @@ async function main () {
   let brokers = process.env.KAFKA_BROKERS?.split(',')
   if (!brokers) {
     const { startKafka } = require('../test/helpers/kafka-broker')
-    console.log('starting a local broker...')
-    broker = await startKafka({})
+    console.log('starting a local broker (the first run downloads Kafka from Maven Central: needs Java 17 and Maven)...')
+    broker = await startKafka({ log: (line) => console.log(line) })
     brokers = broker.brokers
   }
   try {

@@ -1,8 +1,9 @@
 'use strict'
 
 const { createBatcher } = require('./batch')
-const { integer, oneOf, resolve } = require('./options')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE } = require('./errors')
+const { onShutdown, offShutdown } = require('./shutdown')
+const { integer, oneOf, boolean, resolve } = require('./options')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED } = require('./errors')
 
 // Defaults, and why, are in the README's kafka table; a test keeps the two equal.
 const spec = {
@@ -35,6 +36,12 @@ const spec = {
   // retries of a request that kafkajs gave up on.
   retryBackoffMs: { default: 100, check: integer(0, 2_147_483_647) },
   maxRetryBackoffMs: { default: 1_000, check: integer(0, 2_147_483_647) },
+  // Kubernetes stops a pod with SIGTERM: drain (send what is queued, wait
+  // for its acknowledgements, disconnect) before the signal does what it
+  // would have done (lib/shutdown.js), so nothing queued is lost.
+  flushOnSignals: { default: true, check: boolean() },
+  // Bounds that drain, inside Kubernetes' default 30 s grace period.
+  shutdownTimeoutMs: { default: 10_000, check: integer(1, 2_147_483_647) },
 }
 
 const kWrapped = Symbol.for('io-hygiene.kafka.wrapped.v1')
@@ -139,6 +146,12 @@ class WrappedProducer {
       groupOf,
       isRetriable,
     })
+    if (options.flushOnSignals) {
+      onShutdown(this, {
+        close: () => this.disconnect({ timeoutMs: options.shutdownTimeoutMs }),
+        flush: () => this.#batcher.flush(),
+      })
+    }
   }
 
   connect () {
@@ -149,6 +162,7 @@ class WrappedProducer {
   // with ERR_IO_HYGIENE_TIMEOUT, and so is disconnect(), after it has
   // disconnected the producer anyway.
   async disconnect (options) {
+    offShutdown(this)
     let failure = null
     try {
       await this.#batcher.close(options)
@@ -210,6 +224,8 @@ class WrappedProducer {
   }
 
   #enqueue (method, topicMessages, acks = -1, timeout, compression) {
+    // Named for the caller: the batcher underneath is ours, not theirs.
+    if (this.#batcher.closed) return Promise.reject(new ERR_IO_HYGIENE_CLOSED(`${method}: the kafka producer`))
     // Everything is checked before the first message is queued: kafkajs
     // would fail the whole request, and with it every other caller's
     // messages, for one bad message.

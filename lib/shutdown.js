@@ -48,8 +48,16 @@ function onSignal (signal) {
   Promise.allSettled(closing).then(() => {
     shuttingDown = false
     removeListeners()
-    if (process.listenerCount(signal) <= signalExitListeners()) process.kill(process.pid, signal)
+    if (process.listenerCount(signal) <= signalExitListeners()) reraise(signal)
   })
+}
+
+// With a signal-exit listener left, the signal reaches JavaScript only on a
+// later turn of the loop; a drain that closed the last socket would let the
+// process exit 0 first. A ref'd timer holds it until the signal arrives.
+function reraise (signal) {
+  setTimeout(() => {}, 1_000)
+  process.kill(process.pid, signal)
 }
 
 function signalExitListeners () {

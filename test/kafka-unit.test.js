@@ -45,7 +45,11 @@ t.test('options are validated by name', async (t) => {
   t.throws(() => wrapProducer({}), { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT' })
   const wrapped = wrapProducer(producer)
   t.throws(() => wrapProducer(wrapped), { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT' }, 'wrapping twice')
-  t.same(Object.keys(spec).sort(), ['deliveryTimeoutMs', 'lingerMs', 'maxBatchBytes', 'maxBatchMessages', 'maxQueueWaitMs', 'maxQueuedBytes', 'maxQueuedMessages', 'maxRetryBackoffMs', 'overflow', 'retryBackoffMs'])
+  t.throws(() => wrapProducer(producer, { flushOnSignals: 'yes' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /flushOnSignals/ })
+  t.throws(() => wrapProducer(producer, { shutdownTimeoutMs: 0 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE', message: /shutdownTimeoutMs/ })
+  t.same(Object.keys(spec).sort(), ['deliveryTimeoutMs', 'flushOnSignals', 'lingerMs', 'maxBatchBytes', 'maxBatchMessages', 'maxQueueWaitMs', 'maxQueuedBytes', 'maxQueuedMessages', 'maxRetryBackoffMs', 'overflow', 'retryBackoffMs', 'shutdownTimeoutMs'])
+  t.equal(spec.flushOnSignals.default, true, 'nothing queued is lost on a Kubernetes SIGTERM')
+  t.equal(spec.shutdownTimeoutMs.default, 10_000)
   await wrapped.disconnect()
 })
 
@@ -90,10 +94,17 @@ t.test('results: each call gets its topics, and only its partitions when it name
   t.equal(wrapped.isIdempotent(), false)
 })
 
-t.test('a request answered without metadata (acks=0) resolves with []', async (t) => {
-  const wrapped = wrapProducer(fakeProducer({ sendBatch: async () => undefined }))
+t.test('a request answered with no metadata (acks=0: kafkajs answers []) resolves each call with []', async (t) => {
+  const producer = fakeProducer({ sendBatch: async () => [] })
+  const wrapped = wrapProducer(producer)
   t.teardown(() => wrapped.disconnect())
-  t.same(await wrapped.send({ topic: 't', acks: 0, messages: [{ value: 'v' }] }), [])
+  const results = await Promise.all([
+    wrapped.send({ topic: 't', acks: 0, messages: [{ value: 'v' }] }),
+    wrapped.sendBatch({ acks: 0, topicMessages: [{ topic: 't', messages: [{ value: 'w' }, { value: 'x', partition: 1 }] }] }),
+  ])
+  t.same(results, [[], []])
+  t.equal(producer.calls.requests.length, 1)
+  t.equal(producer.calls.requests[0].acks, 0)
 })
 
 t.test('retriable errors are retried, others reject the callers with kafkajs\'s error unchanged', async (t) => {

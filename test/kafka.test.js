@@ -4,6 +4,8 @@
 // consumer. The broker restart and the broker that never returns are in
 // kafka-restart.test.js; edge cases with a fake producer in kafka-unit.test.js.
 const t = require('tap')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
 const { startKafka, consumeAll } = require('./helpers/kafka-broker')
 const { wrapProducer } = require('../lib/kafka')
@@ -181,8 +183,9 @@ t.test('flushes on the linger, on the message cap and on the byte cap', async (t
     await new Promise(setImmediate)
     const later = producer.send({ topic, messages: [{ value: 'flush-1' }] })
     await producer.flush()
-    t.ok(await first)
-    t.ok(await later)
+    const ack = { topicName: topic, partition: 0, errorCode: 0, baseOffset: /^\d+$/ }
+    t.match(await first, [ack], 'acknowledged: its topic and partition')
+    t.match(await later, [ack])
     const unawaited = Array.from({ length: 50 }, (_, i) => producer.send({ topic, messages: [{ value: `close-${i}` }] }))
     await producer.disconnect()
     const results = await Promise.allSettled(unawaited)
@@ -221,8 +224,9 @@ t.test('transactions are not batched: the queue is flushed before one begins, it
   const queued = producer.send({ topic, messages: [{ value: 'queued' }] })
   const aborted = await producer.transaction()
   // Both non-transactional sends were acknowledged before the transaction began.
-  t.ok(await before)
-  t.ok(await queued)
+  const ack = { topicName: topic, partition: 0, errorCode: 0 }
+  t.match(await before, [ack])
+  t.match(await queued, [ack])
   await aborted.send({ topic, messages: [{ value: 'aborted' }] })
   await aborted.abort()
   const committed = await producer.transaction()
@@ -231,6 +235,20 @@ t.test('transactions are not batched: the queue is flushed before one begins, it
   await producer.send({ topic, messages: [{ value: 'after' }] })
   const consumed = await consumeAll(kafka, topic, 4)
   t.same(consumed.map((m) => m.value), ['before', 'queued', 'committed', 'after'], 'read_committed sees no aborted message, in order')
+})
+
+t.test('acks=0: kafkajs answers [] without waiting for the broker, and the message is written', async (t) => {
+  const topic = await createTopic()
+  const { raw, requests } = await spiedProducer(t)
+  const producer = wrapProducer(raw)
+  t.teardown(() => producer.disconnect())
+  const direct = await raw.send({ topic, acks: 0, messages: [{ value: 'direct' }] })
+  t.same(direct, [], 'what kafkajs itself answers')
+  const results = await Promise.all(['a', 'b'].map((value) => producer.send({ topic, acks: 0, messages: [{ value }] })))
+  t.same(results, [[], []], 'each wrapped send answers as kafkajs does')
+  t.equal(requests.at(-1).acks, 0)
+  const consumed = await consumeAll(kafka, topic, 3)
+  t.same(consumed.map((m) => m.value).sort(), ['a', 'b', 'direct'])
 })
 
 t.test('the wrapper keeps the kafkajs producer surface', async (t) => {
@@ -244,4 +262,60 @@ t.test('the wrapper keeps the kafkajs producer surface', async (t) => {
   t.same(await producer.send({ topic: await createTopic(), messages: [] }), [], 'no messages, nothing sent')
   await producer.disconnect()
   t.same(connects, ['producer.connect'])
+})
+
+// A child process with messages queued behind a long linger, sent `signal`
+// once it says "ready": its exit and its lines.
+function runSignalFixture (t, topic, mode, signal = 'SIGTERM') {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'kafka-signal.js'), broker.brokers.join(','), topic, mode], { stdio: ['ignore', 'pipe', 'inherit'] })
+    t.teardown(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    })
+    let out = ''
+    let signalled = false
+    child.stdout.setEncoding('utf8')
+    child.stdout.on('data', (chunk) => {
+      out += chunk
+      if (!signalled && out.includes('ready')) {
+        signalled = true
+        child.kill(signal)
+      }
+    })
+    child.on('error', reject)
+    child.on('close', (code, sig) => resolve({ code, signal: sig, lines: out.trim().split('\n') }))
+  })
+}
+
+t.test('SIGTERM (a Kubernetes stop): every queued message is acknowledged, then the process dies of the signal', async (t) => {
+  const topic = await createTopic()
+  const r = await runSignalFixture(t, topic, 'default')
+  t.same(r.lines, ['ready 100', 'acked 100'], '100 messages queued at the signal, all 100 acknowledged')
+  t.equal(r.signal, 'SIGTERM', 'with no handler of its own, the process dies of SIGTERM')
+  const consumed = await consumeAll(kafka, topic, 101)
+  t.equal(consumed.length, 101, 'the first and the 100 queued are in the topic, once each')
+})
+
+t.test('SIGTERM with a handler of the application\'s own: drained, and the application decides', async (t) => {
+  const topic = await createTopic()
+  const r = await runSignalFixture(t, topic, 'own-handler')
+  t.same(r.lines, ['ready 100', 'app got SIGTERM', 'acked 100'])
+  t.equal(r.code, 0, 'not killed: it exits once the producer has disconnected')
+  t.equal(r.signal, null)
+})
+
+t.test('flushOnSignals: false leaves SIGTERM alone: the queued messages are lost with the process', async (t) => {
+  const topic = await createTopic()
+  const r = await runSignalFixture(t, topic, 'off')
+  t.same(r.lines, ['ready 100'])
+  t.equal(r.signal, 'SIGTERM')
+})
+
+t.test('send() after disconnect() names the producer, not its batcher', async (t) => {
+  const topic = await createTopic()
+  const producer = wrapProducer(kafka.producer())
+  await producer.connect()
+  await producer.disconnect()
+  await t.rejects(producer.send({ topic, messages: [{ value: 'late' }] }), { code: 'ERR_IO_HYGIENE_CLOSED', message: 'send(): the kafka producer is closed' })
+  await t.rejects(producer.sendBatch({ topicMessages: [{ topic, messages: [{ value: 'late' }] }] }), { code: 'ERR_IO_HYGIENE_CLOSED', message: 'sendBatch(): the kafka producer is closed' })
 })

@@ -366,6 +366,10 @@ export interface WrapProducerOptions {
   deliveryTimeoutMs?: number
   retryBackoffMs?: number
   maxRetryBackoffMs?: number
+  /** Drain (send, await acknowledgements, disconnect) on SIGTERM and SIGINT, then let the signal act. Default true. */
+  flushOnSignals?: boolean
+  /** Bounds that drain. Default 10000. */
+  shutdownTimeoutMs?: number
 }
 
 export interface KafkaProducerLike {

@@ -44,7 +44,9 @@ function readClasspath (file) {
 
 let fetching = null
 // Downloads Kafka and its dependencies into .cache/m2 (never ~/.m2) and returns
-// the classpath. Cached: the second call does not start Maven.
+// the classpath. Cached: the second call does not start Maven. `log` gets a
+// line when Maven starts and one per 25 files it has downloaded, so a first
+// run (tens of MB) shows progress.
 function fetchKafka ({ log = () => {} } = {}) {
   const file = classpathFile()
   const cached = readClasspath(file)
@@ -53,23 +55,35 @@ function fetchKafka ({ log = () => {} } = {}) {
   fs.mkdirSync(cacheDir, { recursive: true })
   const tmp = `${file}.${process.pid}.tmp`
   const args = [
-    '-q', '-B', '-f', pom,
+    '-B', '-f', pom,
     `-Dmaven.repo.local=${path.join(cacheDir, 'm2')}`,
     'dependency:build-classpath',
     `-Dmdep.outputFile=${tmp}`,
   ]
-  log(`fetching Kafka jars: mvn ${args.join(' ')}`)
+  log(`fetching Kafka jars (first run only; needs Java 17 and Maven): mvn ${args.join(' ')}`)
+  const started = Date.now()
+  let downloaded = 0
   fetching = new Promise((resolve, reject) => {
-    execFile('mvn', args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+    const child = execFile('mvn', args, { maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
       fetching = null
       if (error) {
         error.message += `\n${stdout}\n${stderr}`
         return reject(error)
       }
+      log(`fetched ${downloaded} files in ${Math.round((Date.now() - started) / 1000)} s`)
       fs.renameSync(tmp, file)
       const classpath = readClasspath(file)
       if (!classpath) return reject(new Error(`mvn wrote no usable classpath to ${file}`))
       resolve(classpath)
+    })
+    let partial = ''
+    child.stdout.on('data', (chunk) => {
+      const lines = (partial + chunk).split('\n')
+      partial = lines.pop()
+      for (const line of lines) {
+        const jar = /^\[INFO\] Downloaded from \S+ \S+\/([^/\s]+) /.exec(line)?.[1]
+        if (jar !== undefined && ++downloaded % 25 === 0) log(`  ${downloaded} files downloaded (${jar})`)
+      }
     })
   })
   return fetching
@@ -318,8 +332,8 @@ process.once('exit', () => {
   for (const broker of live) if (broker.pid) try { process.kill(broker.pid, 'SIGKILL') } catch {}
 })
 
-async function startKafka ({ dir, heapMb = 512, partitions = 1, timeoutMs } = {}) {
-  const classpath = await fetchKafka()
+async function startKafka ({ dir, heapMb = 512, partitions = 1, timeoutMs, log } = {}) {
+  const classpath = await fetchKafka({ log })
   const ownDir = !dir
   dir = dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafka-'))
   fs.mkdirSync(dir, { recursive: true })
