@@ -13,12 +13,13 @@ const config = JSON.parse(configJson)
 
 // What the label brings, loaded before Fastify.
 let installed = null
-let monitorOn = false
 if (label === 'io-hygiene') {
   const { install } = require('io-hygiene')
+  // OVERHEAD_INSTALL_OPTIONS (JSON) replaces the options, to find which
+  // module costs what: '{"http":false}'.
+  const options = process.env.OVERHEAD_INSTALL_OPTIONS ? JSON.parse(process.env.OVERHEAD_INSTALL_OPTIONS) : { monitor: true }
   try {
-    installed = install({ monitor: true })
-    monitorOn = true
+    installed = install(options)
   } catch (err) {
     // The monitor module has not landed in this tree: every other module on.
     if (err.code !== 'ERR_IO_HYGIENE_UNKNOWN_OPTION') throw err
@@ -129,8 +130,7 @@ setUp()
     const modules = installed
       ? require('../lib/install').modules.map((m) => m.name).filter((name) => installed[name])
       : []
-    if (monitorOn) modules.push('monitor')
-    process.send({ ready: true, port: fastify.server.address().port, modules: [...new Set(modules)] })
+    process.send({ ready: true, port: fastify.server.address().port, modules })
   }, (err) => {
     process.stderr.write(`${err.stack}\n`)
     process.exit(1)

@@ -2,6 +2,7 @@
 
 // `node bench/overhead.js [--json] [--only http-overhead|startup]
 //   [--reps N] [--duration S] [--warmup S] [--connections N] [--kafka]
+//   [--labels io-hygiene,dd-trace] [--handlers hello,realistic]
 //   [--startup-runs N] [--soak [MINUTES]]`
 //
 // What io-hygiene costs a service, measured the way APM-overhead studies and
@@ -55,6 +56,16 @@ function option (argv, name, fallback, { integer = true } = {}) {
     throw new TypeError(`${name} must be a positive ${integer ? 'integer' : 'number'}, got ${argv[i + 1]}`)
   }
   return value
+}
+
+// A comma-separated subset of `all`, in `all`'s order; baseline always runs.
+function list (argv, name, all) {
+  const i = argv.indexOf(name)
+  if (i === -1) return all
+  const picked = argv[i + 1]?.split(',') ?? []
+  const unknown = picked.filter((x) => !all.includes(x))
+  if (picked.length === 0 || unknown.length > 0) throw new TypeError(`${name} takes some of ${all.join(',')}, got ${argv[i + 1]}`)
+  return all.filter((x) => x === 'baseline' || picked.includes(x))
 }
 
 function median (values) {
@@ -206,7 +217,8 @@ async function httpOverhead (argv, scenarios, notes, targets) {
   const durationS = option(argv, '--duration', 5)
   const warmupS = option(argv, '--warmup', 1)
   const connections = option(argv, '--connections', 10)
-  const labels = LABELS
+  const labels = list(argv, '--labels', LABELS)
+  const handlers = list(argv, '--handlers', HANDLERS)
   const upstream = await startUpstream()
   const receiver = await startStatsdReceiver({ keep: false })
   let broker = null
@@ -218,7 +230,7 @@ async function httpOverhead (argv, scenarios, notes, targets) {
       config.brokers = broker.brokers
     }
     const env = { config, upstream, receiver, durationS, warmupS, connections }
-    for (const handler of HANDLERS) {
+    for (const handler of handlers) {
       const rounds = []
       for (let rep = 0; rep < reps; rep++) {
         const round = {}
