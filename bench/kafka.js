@@ -5,15 +5,17 @@
 //   baseline      raw kafkajs, one awaited send() per message
 //   io-hygiene    the same send() calls through wrapProducer()
 //   hand-batched  kafkajs sendBatch() of 500 messages (the ceiling)
-// and, only when KAFKA_BENCH_LABELS names them:
 //   hand-batched-idempotent  the same on kafkajs's idempotent producer (the
 //                 one io-hygiene uses), whose per-broker lock lets one
-//                 request be in flight: the ceiling on that producer
+//                 request be in flight: the ceiling with the same guarantees
+// and, only when KAFKA_BENCH_LABELS names it:
 //   io-hygiene@lingerMs=0+maxBatchMessages=500  wrapProducer() options, to
 //                 compare settings in one run
-// Scenarios: `throughput` (50,000 messages of ~100 bytes, acks=-1, 1,000
-// sends in flight) and `restart` (the same, with the broker stopped for 15 s
-// and started again after a fifth of the messages were acknowledged).
+// Scenarios: `wrapper-cost` (no broker: the wrapper's own CPU per message,
+// see wrapperCost()), `throughput` (50,000 messages of ~100 bytes, acks=-1,
+// 1,000 sends in flight) and `restart` (the same, with the broker stopped
+// for 15 s and started again after a fifth of the messages were
+// acknowledged).
 // Each label first sends 5,000 messages to a topic of its own (not counted),
 // then its heap is collected and the broker left idle for a second.
 // throughput runs 7 times with the labels rotated; each label reports its run
@@ -33,8 +35,11 @@ const quick = process.argv.includes('--quick')
 const MESSAGES = Number(process.env.KAFKA_BENCH_MESSAGES ?? (quick ? 10_000 : 50_000))
 const OUTAGE_MS = Number(process.env.KAFKA_BENCH_OUTAGE_MS ?? (quick ? 5_000 : 15_000))
 // KAFKA_BENCH_SCENARIOS=throughput runs a subset, for quicker iterations.
-const SCENARIOS = (process.env.KAFKA_BENCH_SCENARIOS ?? 'throughput,restart').split(',')
-const LABELS = (process.env.KAFKA_BENCH_LABELS ?? 'baseline,io-hygiene,hand-batched').split(',')
+const SCENARIOS = (process.env.KAFKA_BENCH_SCENARIOS ?? 'wrapper-cost,throughput,restart').split(',')
+const LABELS = (process.env.KAFKA_BENCH_LABELS ?? 'baseline,io-hygiene,hand-batched,hand-batched-idempotent').split(',')
+// wrapper-cost: sends per run, and runs per label (rotated, median).
+const COST_MESSAGES = Number(process.env.KAFKA_BENCH_COST_MESSAGES ?? (quick ? 50_000 : 200_000))
+const COST_REPEATS = quick ? 3 : 7
 const KINDS = ['baseline', 'io-hygiene', 'hand-batched', 'hand-batched-idempotent']
 const json = process.argv.includes('--json')
 const IN_FLIGHT = 1_000
@@ -237,20 +242,126 @@ async function run ({ label, kafka, broker, scenario, rep }) {
   return out
 }
 
+// A kafkajs producer double that answers every sendBatch() at once with one
+// RecordMetadata entry per partition, as kafkajs does. It isolates our own
+// code: the one place in the benchmarks where a double is right.
+function producerDouble () {
+  const metadata = Array.from({ length: PARTITIONS }, (_, partition) => ({ topicName: 'cost', partition, errorCode: 0, baseOffset: '0', logAppendTime: '-1', logStartOffset: '0' }))
+  const noop = async () => {}
+  return {
+    events: {},
+    connect: noop,
+    disconnect: noop,
+    isIdempotent: () => true,
+    on: () => () => {},
+    logger: () => ({}),
+    transaction: noop,
+    sendBatch: async () => metadata,
+  }
+}
+
+// The floor: what any batching wrapper must do. Each caller awaits one
+// promise per message, batches go to the same double one at a time, and each
+// caller is resolved with its own copy of the metadata.
+function floorProducer (producer) {
+  let resolvers = []
+  let messages = []
+  let busy = false
+  const flush = async () => {
+    busy = true
+    while (messages.length > 0) {
+      const batch = resolvers
+      const sent = messages
+      resolvers = []
+      messages = []
+      const metadata = await producer.sendBatch({ acks: -1, topicMessages: [{ topic: 'cost', messages: sent }] })
+      for (let i = 0; i < batch.length; i++) batch[i](metadata.slice())
+    }
+    busy = false
+  }
+  return {
+    send: (record) => new Promise((resolve) => {
+      resolvers.push(resolve)
+      messages.push(record.messages[0])
+      if (!busy && messages.length === 1) queueMicrotask(flush)
+    }),
+    disconnect: async () => {},
+  }
+}
+
+// wrapper-cost: COST_MESSAGES one-message send() calls, IN_FLIGHT callers
+// each awaiting its own, through wrapProducer() or the floor, over the double.
+async function wrapperCost (label) {
+  const producer = label === 'io-hygiene' ? wrapProducer(producerDouble(), { flushOnSignals: false }) : floorProducer(producerDouble())
+  const value = 'x'.repeat(VALUE_BYTES)
+  const run = async (messages) => {
+    let next = 0
+    const caller = async () => {
+      while (next < messages) {
+        next++
+        await producer.send({ topic: 'cost', acks: -1, messages: [{ value }] })
+      }
+    }
+    await Promise.all(Array.from({ length: IN_FLIGHT }, caller))
+  }
+  await run(COST_MESSAGES / 4) // warm up
+  gc()
+  const cpu = process.cpuUsage()
+  const started = performance.now()
+  await run(COST_MESSAGES)
+  const elapsedMs = performance.now() - started
+  const used = process.cpuUsage(cpu)
+  await producer.disconnect()
+  return {
+    label,
+    messages: COST_MESSAGES,
+    msgPerSec: Math.round(COST_MESSAGES / (elapsedMs / 1000)),
+    cpuUsPerMsg: round((used.user + used.system) / COST_MESSAGES, 2),
+  }
+}
+
+function costNote (cost) {
+  const [ioh, floor] = ['io-hygiene', 'floor'].map((label) => cost.runs.find((r) => r.label === label))
+  return `wrapper-cost (Node ${process.version}): io-hygiene ${ioh.cpuUsPerMsg} us CPU/msg, floor ${floor.cpuUsPerMsg}: ` +
+    `${round(ioh.cpuUsPerMsg - floor.cpuUsPerMsg, 2)} us more (target <= 1.0; ${COST_MESSAGES} sends, ${IN_FLIGHT} awaiting callers, a producer double answering at once, median of ${COST_REPEATS}).`
+}
+
+async function costScenario () {
+  const labels = ['io-hygiene', 'floor']
+  const byLabel = new Map(labels.map((label) => [label, []]))
+  for (let rep = 0; rep < COST_REPEATS; rep++) {
+    for (let i = 0; i < labels.length; i++) {
+      const label = labels[(i + rep) % labels.length]
+      byLabel.get(label).push(await wrapperCost(label))
+    }
+  }
+  const runs = labels.map((label) => {
+    const all = byLabel.get(label).sort((a, b) => a.cpuUsPerMsg - b.cpuUsPerMsg)
+    return all[Math.floor(all.length / 2)]
+  })
+  return { name: 'wrapper-cost', repeats: COST_REPEATS, runs }
+}
+
 async function main () {
   // Before the broker starts: a misspelt label fails at once.
   for (const label of LABELS) parseLabel(label)
+  // No broker needed, and none running yet to share the CPU with.
+  const cost = SCENARIOS.includes('wrapper-cost') ? await costScenario() : null
+  if (SCENARIOS.every((name) => name === 'wrapper-cost')) {
+    report({ bench: 'kafka', scenarios: [cost], notes: [costNote(cost)] })
+    return
+  }
   const broker = await startKafka({ partitions: PARTITIONS })
   // Ctrl-C or a CI timeout: take the broker down with us.
   for (const signal of ['SIGINT', 'SIGTERM']) {
     process.once(signal, () => broker.kill().finally(() => process.exit(130)))
   }
   const kafka = new Kafka({ clientId: 'io-hygiene-bench', brokers: broker.brokers, logLevel: process.env.KAFKA_BENCH_LOG ? logLevel.ERROR : logLevel.NOTHING })
-  const scenarios = []
+  const scenarios = cost === null ? [] : [cost]
   // Every throughput run's msg/s, lowest first: how far one run could be off.
   let spread = ''
   try {
-    for (const scenario of SCENARIOS) {
+    for (const scenario of SCENARIOS.filter((name) => name !== 'wrapper-cost')) {
       // throughput is repeated with the labels rotated, and each label
       // reports its run of median msg/s: on a shared machine one run of each
       // compares whatever moments they happened to get. restart is about
@@ -277,8 +388,9 @@ async function main () {
     await broker.close()
   }
   // A subset of labels (KAFKA_BENCH_LABELS) leaves some ratios NaN.
-  const of = (label) => scenarios[0].runs.find((r) => r.label === label) ?? { msgPerSec: NaN, produceRequests: NaN }
-  const [base, ioh, hand] = ['baseline', 'io-hygiene', 'hand-batched'].map(of)
+  const throughput = scenarios.find((s) => s.name === 'throughput') ?? { runs: [] }
+  const of = (label) => throughput.runs.find((r) => r.label === label) ?? { msgPerSec: NaN, produceRequests: NaN, cpuUsPerMsg: NaN }
+  const [base, ioh, hand, handIdem] = ['baseline', 'io-hygiene', 'hand-batched', 'hand-batched-idempotent'].map(of)
   report({
     bench: 'kafka',
     messages: MESSAGES,
@@ -288,7 +400,9 @@ async function main () {
     notes: [
       `${MESSAGES} messages of ~${VALUE_BYTES} bytes, acks=-1, ${IN_FLIGHT} sends in flight, ${PARTITIONS} partitions, Node ${process.version}; ` +
         `throughput: each label's run of median msg/s out of ${REPEATS}, labels rotated.`,
-      `throughput ratios: io-hygiene/baseline msg/s ${round(ioh.msgPerSec / base.msgPerSec, 2)}x, io-hygiene/hand-batched ${round(ioh.msgPerSec / hand.msgPerSec, 2)}x, ` +
+      ...(cost === null ? [] : [costNote(cost)]),
+      `throughput ratios: io-hygiene/hand-batched-idempotent msg/s ${round(ioh.msgPerSec / handIdem.msgPerSec, 2)}x, io-hygiene/hand-batched ${round(ioh.msgPerSec / hand.msgPerSec, 2)}x, ` +
+        `io-hygiene/baseline ${round(ioh.msgPerSec / base.msgPerSec, 2)}x, cpuUsPerMsg io-hygiene/hand-batched ${round(ioh.cpuUsPerMsg / hand.cpuUsPerMsg, 2)}x, ` +
         `produce requests io-hygiene/baseline ${round(ioh.produceRequests / base.produceRequests, 4)}.`,
       ...(spread === '' ? [] : [`throughput msg/s of every run, lowest first: ${spread}.`]),
     ],
