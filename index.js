@@ -6,6 +6,7 @@ const { createBatcher } = require('./lib/batch')
 const { wrapProducer } = require('./lib/kafka')
 const { createStatsd, wrapStatsd } = require('./lib/statsd')
 const { createHttpSink } = require('./lib/http/sink')
+const { createMonitor, histogram, Histogram } = require('./lib/monitor')
 const errors = require('./lib/errors')
 
 module.exports = {
@@ -18,5 +19,8 @@ module.exports = {
   createStatsd,
   wrapStatsd,
   createHttpSink,
+  createMonitor,
+  histogram,
+  Histogram,
   errors: errors.codes,
 }

@@ -15,6 +15,7 @@ const channels = {
   httpRetry: dc.channel('io-hygiene:http:retry'),
   httpBudget: dc.channel('io-hygiene:http:budget'),
   httpIdleClose: dc.channel('io-hygiene:http:idle-close'),
+  monitorAlert: dc.channel('io-hygiene:monitor:alert'),
 }
 
 // debuglog is a subscriber, attached only when NODE_DEBUG enables it, so the
@@ -35,6 +36,8 @@ attachDebug('io-hygiene:batch', channels.batchFlush,
   (m) => `flush ${m.name} items=${m.items} bytes=${m.bytes}${m.error ? ' error=' + (m.error.code || m.error.message) : ''}`)
 attachDebug('io-hygiene:batch', channels.batchReject,
   (m) => `reject ${m.name} items=${m.items} reason=${m.error && (m.error.code || m.error.message)}`)
+attachDebug('io-hygiene:monitor', channels.monitorAlert,
+  (m) => `alert ${m.name}: ${m.metric}=${m.value}${m.fix ? ' fix: ' + m.fix : ''}`)
 attachDebug('io-hygiene:statsd', channels.statsdError,
   (m) => `error ${m.error && (m.error.code || m.error.message)}`)
 attachDebug('io-hygiene:http', channels.httpRetry,

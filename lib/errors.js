@@ -97,6 +97,11 @@ const ERR_IO_HYGIENE_INVALID_RESULT = createError(
   (what, detail) => `${what}: ${detail}`,
   TypeError
 )
+const ERR_IO_HYGIENE_INVALID_CONDITION = createError(
+  'ERR_IO_HYGIENE_INVALID_CONDITION',
+  (where, condition, detail) => `${where}: condition ${typeof condition === 'string' ? JSON.stringify(condition) : describe(condition)}: ${detail}`,
+  TypeError
+)
 const ERR_IO_HYGIENE_MISSING_PEER = createError(
   'ERR_IO_HYGIENE_MISSING_PEER',
   (where, name) => `${where} needs the optional peer dependency "${name}", which could not be loaded (npm install ${name})`,
@@ -137,5 +142,6 @@ module.exports = {
   ERR_IO_HYGIENE_ITEM_TOO_LARGE,
   ERR_IO_HYGIENE_INVALID_RESULT,
   ERR_IO_HYGIENE_MISSING_PEER,
+  ERR_IO_HYGIENE_INVALID_CONDITION,
   ERR_IO_HYGIENE_HTTP_STATUS,
 }

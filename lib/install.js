@@ -23,6 +23,13 @@ const modules = [
     check: (cfg, where) => require('./http').check(cfg, where),
     apply: (cfg) => require('./http').installHttp(cfg),
   },
+  // Last, so that it samples a process whose other modules are in place.
+  {
+    name: 'monitor',
+    enabledByDefault: false,
+    spec: () => require('./monitor').spec,
+    apply: (cfg) => require('./monitor').installMonitor(cfg),
+  },
 ]
 
 const kState = Symbol.for('io-hygiene.install.v1')

@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'ERR_IO_HYGIENE_ITEM_TOO_LARGE'
   | 'ERR_IO_HYGIENE_INVALID_RESULT'
   | 'ERR_IO_HYGIENE_MISSING_PEER'
+  | 'ERR_IO_HYGIENE_INVALID_CONDITION'
   | 'ERR_IO_HYGIENE_HTTP_STATUS'
 
 export interface IoHygieneError extends Error {

@@ -1,0 +1,268 @@
+'use strict'
+
+const path = require('node:path')
+const { performance } = require('node:perf_hooks')
+const { channels } = require('../diagnostics')
+const { integer, string, nullable, resolve } = require('../options')
+const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CLOSED } = require('../errors')
+const { Sampler } = require('./sampler')
+const { parseCondition } = require('./conditions')
+const { busy, startProfile, stopProfile, heapSnapshot } = require('./actions')
+const { StatsdOutput } = require('./statsd')
+const { register } = require('./prometheus')
+const { histogram, series } = require('./registry')
+const { Histogram } = require('./histogram')
+
+// An object with these methods (duck-typed: pino, console, hot-shots,
+// prom-client's Registry).
+function hasMethods (expected, ...methods) {
+  const check = (where, key, value) => {
+    if (value === null || typeof value !== 'object' || methods.some((m) => typeof value[m] !== 'function')) {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, expected, value)
+    }
+    return value
+  }
+  check.expects = 'object'
+  return check
+}
+
+function conditionList () {
+  const check = (where, key, value) => {
+    if (!Array.isArray(value)) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an array of conditions', value)
+    // Parsed here so that a bad one fails at the call; parsed again (cheaply)
+    // against the final cooldownMs when the monitor is built.
+    for (const condition of value) parseCondition(condition, { cooldownMs: 0 }, where)
+    return Object.freeze([...value])
+  }
+  check.expects = 'string[]'
+  return check
+}
+
+// Defaults, and why, are in the README's monitor table; a test keeps the two equal.
+const spec = {
+  intervalMs: { default: 1_000, check: integer(10, 2 ** 31 - 1) },
+  delayResolutionMs: { default: 10, check: integer(1, 1_000) },
+  conditions: {
+    default: Object.freeze(['GetAddrInfoReqWrap > 100 for 3 samples', 'delayP99Ms > 100 for 3 samples', 'elu > 0.9 for 3 samples']),
+    check: conditionList(),
+  },
+  cooldownMs: { default: 300_000, check: integer(0) },
+  logger: { default: null, check: nullable(hasMethods('an object with a warn() method (console, pino)', 'warn')) },
+  statsd: { default: null, check: nullable(hasMethods('a StatsD client with gauge() and increment() (createStatsd())', 'gauge', 'increment')) },
+  statsdPrefix: { default: 'nodejs.', check: string() },
+  registry: { default: null, check: nullable(hasMethods('a prom-client Registry', 'registerMetric', 'getSingleMetric', 'removeSingleMetric')) },
+  profileDir: { default: null, check: nullable(string()) },
+  profileDurationMs: { default: 2_000, check: integer(1, 60_000) },
+  heapSnapshotDir: { default: null, check: nullable(string()) },
+  heapSnapshotMaxBytes: { default: 268_435_456, check: integer(0) },
+}
+
+// Request types io-hygiene removes, and what to turn on.
+function fixFor (type) {
+  if (type !== 'GetAddrInfoReqWrap') return null
+  const dns = require('../install').installed()?.dns
+  if (!dns) {
+    return 'io-hygiene\'s dns module is off: install({ dns: true }) (or node -r io-hygiene/register) answers dns.lookup ' +
+      'from a TTL cache, one getaddrinfo per name per TTL'
+  }
+  return 'io-hygiene\'s dns module is on, yet lookups reach getaddrinfo: a client that captured dns.lookup before ' +
+    'install() (load with node -r io-hygiene/register), or names whose answers are not cached (errors, TTL 0)'
+}
+
+function dominant (byType) {
+  let best = null
+  let most = 0
+  for (const [type, n] of Object.entries(byType)) {
+    if (n > most) {
+      best = type
+      most = n
+    }
+  }
+  return best
+}
+
+class Monitor {
+  #o
+  #sampler
+  #timer
+  #due
+  #conditions
+  #last = null
+  #statsd = null
+  #prom = null
+  #closed = false
+  #stats = { samples: 0, alerts: 0, profiles: 0, profilesSkipped: 0, heapSnapshots: 0, heapSnapshotsSkipped: 0, errors: 0 }
+  #totals = { gcCount: 0, gcPauseMs: 0, costUs: 0 }
+  #pending = new Set()
+
+  constructor (o) {
+    this.#o = o
+    this.#conditions = o.conditions.map((c) => ({ ...parseCondition(c, o), streak: 0, firedAt: -Infinity, fired: 0 }))
+    this.#sampler = new Sampler({ resolutionMs: o.delayResolutionMs })
+    if (o.statsd !== null) this.#statsd = new StatsdOutput(o.statsd, o.statsdPrefix)
+    if (o.registry !== null) this.#prom = register(o.registry, () => this.#latest(), () => this.#totals)
+    this.#due = performance.now() + o.intervalMs
+    this.#timer = setInterval(() => this.#tick(), o.intervalMs)
+    this.#timer.unref()
+  }
+
+  #tick () {
+    const now = performance.now()
+    const lateMs = Math.max(0, now - this.#due)
+    this.#due = now + this.#o.intervalMs
+    this.#take(lateMs)
+  }
+
+  #latest () {
+    return this.#last ?? this.#take(0)
+  }
+
+  #take (lateMs) {
+    const sample = this.#sampler.take(lateMs)
+    this.#last = sample
+    this.#stats.samples++
+    this.#totals.gcCount += sample.gcCount
+    this.#totals.gcPauseMs += sample.gcPauseMs
+    this.#totals.costUs += sample.costUs
+    this.#guard(() => this.#evaluate(sample))
+    if (this.#statsd !== null) this.#guard(() => this.#statsd.publish(sample))
+    if (this.#prom !== null) this.#guard(() => this.#prom.sync())
+    return sample
+  }
+
+  // Outputs and actions run on the monitor's timer: an error in one (a
+  // logger, a StatsD client that throws) is counted, never thrown.
+  #guard (fn) {
+    try {
+      fn()
+    } catch (error) {
+      this.#error(error)
+    }
+  }
+
+  #error (error) {
+    this.#stats.errors++
+    try {
+      this.#o.logger?.warn(`io-hygiene monitor: ${error.message}`)
+    } catch {
+      // The logger is what failed: the count above is all that is left.
+    }
+  }
+
+  #evaluate (sample) {
+    const now = sample.timestamp
+    for (const c of this.#conditions) {
+      c.streak = c.holds(sample) ? c.streak + 1 : 0
+      if (c.streak < c.for || now - c.firedAt < c.cooldownMs) continue
+      c.firedAt = now
+      c.fired++
+      this.#fire(c, sample)
+    }
+  }
+
+  #fire (c, sample) {
+    const o = this.#o
+    this.#stats.alerts++
+    const value = c.read(sample)
+    const type = c.metric === 'requests' ? dominant(sample.requestsByType) : c.metric
+    const stamp = `${new Date(sample.timestamp).toISOString().replace(/[:.]/g, '-')}-${process.pid}`
+    const slug = c.name.replace(/[^A-Za-z0-9]+/g, '-').replace(/^-|-$/g, '')
+    const alert = {
+      name: c.name,
+      metric: c.metric,
+      value,
+      op: c.op,
+      threshold: c.threshold,
+      samples: c.for,
+      fix: fixFor(type),
+      timestamp: sample.timestamp,
+      sample,
+      profile: null,
+      heapSnapshot: null,
+    }
+    if (o.profileDir !== null && c.profile) {
+      if (busy()) {
+        this.#stats.profilesSkipped++
+      } else {
+        alert.profile = path.resolve(o.profileDir, `io-hygiene-${slug}-${stamp}.cpuprofile`)
+        this.#stats.profiles++
+        const written = startProfile(this, alert.profile, o.profileDurationMs, (error) => this.#error(error))
+        this.#pending.add(written)
+        written.then(() => this.#pending.delete(written))
+      }
+    }
+    if (o.heapSnapshotDir !== null && c.heapSnapshot) {
+      const file = path.resolve(o.heapSnapshotDir, `io-hygiene-${slug}-${stamp}.heapsnapshot`)
+      alert.heapSnapshot = heapSnapshot(file, sample.heapUsedBytes, o.heapSnapshotMaxBytes)
+      if (alert.heapSnapshot === null) this.#stats.heapSnapshotsSkipped++
+      else this.#stats.heapSnapshots++
+    }
+    if (channels.monitorAlert.hasSubscribers) channels.monitorAlert.publish(alert)
+    if (o.logger !== null) {
+      o.logger.warn(`io-hygiene monitor: ${c.name} (${c.metric} ${value} ${c.op} ${c.threshold}` +
+        `${c.for > 1 ? ` for ${c.for} samples` : ''})` +
+        `${alert.fix ? `; ${alert.fix}` : ''}` +
+        `${alert.profile ? `; CPU profile: ${alert.profile}` : ''}` +
+        `${alert.heapSnapshot ? `; heap snapshot: ${alert.heapSnapshot}` : ''}`)
+    }
+  }
+
+  // Takes a sample now (the window since the previous one ends), evaluates
+  // the conditions on it and publishes it, as the timer does.
+  sample () {
+    if (this.#closed) throw new ERR_IO_HYGIENE_CLOSED('monitor')
+    return this.#take(0)
+  }
+
+  // The latest sample and every operation histogram, as a person reads them.
+  report () {
+    const s = this.#latest()
+    const list = (byType) => Object.entries(byType).sort((a, b) => b[1] - a[1]).map(([t, n]) => `, ${t} ${n}`).join('')
+    const mib = (bytes) => `${(bytes / 1048576).toFixed(1)} MiB`
+    const lines = [
+      `io-hygiene monitor at ${new Date(s.timestamp).toISOString()} (every ${this.#o.intervalMs} ms; this sample cost ${s.costUs} µs of CPU)`,
+      `active requests ${s.requests}${list(s.requestsByType)}`,
+      `active handles ${s.handles}${list(s.handlesByType)}`,
+      `event-loop delay p50 ${s.delayP50Ms} ms, p99 ${s.delayP99Ms} ms, max ${s.delayMaxMs} ms; utilisation ${s.elu}`,
+      `heap ${mib(s.heapUsedBytes)} used of ${mib(s.heapTotalBytes)}; rss ${mib(s.rssBytes)}; GC ${s.gcCount} runs, ${s.gcPauseMs} ms`,
+    ]
+    for (const c of this.#conditions) {
+      lines.push(`condition ${c.name}: ${c.fired ? `fired ${c.fired} times` : 'quiet'}${c.streak ? `, holding for ${c.streak} samples` : ''}`)
+    }
+    for (const { kind, labels, histogram: h } of series()) {
+      if (h.count === 0) continue
+      const tags = Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(' ')
+      lines.push('', h.render(`${kind}${tags ? ` ${tags}` : ''}: ${h.count} recorded, p50 ${h.percentile(50)} ms, p99 ${h.percentile(99)} ms`))
+    }
+    return lines.join('\n')
+  }
+
+  stats () {
+    return { ...this.#stats }
+  }
+
+  // Stops sampling and unregisters from the prom-client registry; resolves
+  // once a CPU profile in flight is written (it is stopped early).
+  close () {
+    if (!this.#closed) {
+      this.#closed = true
+      clearInterval(this.#timer)
+      this.#sampler.close()
+      this.#prom?.undo()
+      stopProfile(this)
+    }
+    return Promise.all(this.#pending).then(() => {})
+  }
+}
+
+function createMonitor (options) {
+  return new Monitor(resolve('createMonitor()', spec, options))
+}
+
+// install({ monitor }): one monitor for the process; undo closes it.
+function installMonitor (resolved) {
+  const monitor = new Monitor(resolved)
+  return { value: monitor, undo: () => { monitor.close() } }
+}
+
+module.exports = { createMonitor, installMonitor, spec, histogram, Histogram, Monitor }
