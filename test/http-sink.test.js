@@ -228,6 +228,17 @@ t.test('past the delivery deadline a push rejects with the last failure as the c
   await t.rejects(down.push({ a: 1 }), { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', cause: { code: 'ECONNREFUSED' } })
 })
 
+t.test('a last try cut short by the delivery deadline keeps the failure before it as the cause', async (t) => {
+  const { server, seen, url } = await ingest(t, () => seen.length === 1 ? 503 : 'hang')
+  const sink = sinkFor(t, { url, deliveryTimeoutMs: 300, retryBackoffMs: 1, maxRetryBackoffMs: 1 })
+  await t.rejects(sink.push({ a: 1 }), {
+    code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT',
+    cause: { code: 'ERR_IO_HYGIENE_HTTP_STATUS', status: 503 },
+  })
+  t.ok(await eventually(() => server.counts.open === 0), 'the hung try was aborted')
+  t.equal(seen.length, 2)
+})
+
 t.test('a request to a hung server is abandoned at the delivery deadline', async (t) => {
   const { server, url } = await ingest(t, () => 'hang')
   const sink = sinkFor(t, { url, deliveryTimeoutMs: 300 })

@@ -150,6 +150,7 @@ class HttpSink {
   #headers
   #batcher
   #refusedBytes = Infinity // the smallest body that got a 413
+  #lastFailure = null // of a request to be tried again, until a 2xx
   #awaited = 0 // flush() and close() calls not settled yet
   #sleeps = new Set()
   #requests = new Set() // AbortControllers of requests in flight
@@ -295,7 +296,10 @@ class HttpSink {
   async #deliver (events) {
     if (events.length > 1 && this.#bodyBytes(events) >= this.#refusedBytes) return this.#split(events)
     const { status, headers, excerpt, bytes } = await this.#post(events)
-    if (status >= 200 && status < 300) return this.#ok(events)
+    if (status >= 200 && status < 300) {
+      this.#lastFailure = null
+      return this.#ok(events)
+    }
     if (status === 413 && events.length > 1) {
       this.#refusedBytes = Math.min(this.#refusedBytes, bytes)
       return this.#split(events)
@@ -306,6 +310,7 @@ class HttpSink {
     err.body = excerpt
     if (status === 429 || status >= 500) {
       this.#counters.retries++
+      this.#lastFailure = err
       // Honoured: no retry sooner. A record whose deadline comes first could
       // not be delivered in time, so it is rejected now, with this cause.
       const wait = retryAfterMs(headers['retry-after'])
@@ -344,7 +349,11 @@ class HttpSink {
     let body = o.format === 'ndjson' ? jsons.join('\n') + '\n' : '[' + jsons.join(',') + ']'
     if (o.compression === 'gzip') body = await gzip(body)
     const bytes = this.#bodyBytes(events)
-    const timeoutMs = Math.max(1, Math.ceil(Math.min(o.requestTimeoutMs, events[0].at + o.deliveryTimeoutMs - performance.now())))
+    const left = events[0].at + o.deliveryTimeoutMs - performance.now()
+    const capped = left < o.requestTimeoutMs
+    // Cut a millisecond early, so that the try's failure reaches the batcher
+    // before its own deadline timer does.
+    const timeoutMs = capped ? Math.max(1, Math.floor(left) - 1) : o.requestTimeoutMs
     const controller = new AbortController()
     const timer = setTimeout(() => controller.abort(new ERR_IO_HYGIENE_TIMEOUT(`${o.method} ${this.#url}`, timeoutMs)), timeoutMs)
     timer.unref() // the request's socket keeps the process alive
@@ -359,6 +368,10 @@ class HttpSink {
       else excerpt = await excerptOf(res.body)
     } catch (err) {
       this.#counters.retries++ // the batcher tries again, within the deadline
+      // A try cut short by the delivery deadline: the failure before it is
+      // why the records were not delivered (the batcher's cause).
+      if (capped && controller.signal.aborted && this.#lastFailure !== null) throw this.#lastFailure
+      this.#lastFailure = err
       throw err
     } finally {
       clearTimeout(timer)
