@@ -3,7 +3,7 @@
 const { isIP } = require('node:net')
 const { channels } = require('./diagnostics')
 const { onShutdown, offShutdown } = require('./shutdown')
-const { integer, boolean, object, func, nullable, resolve, defaultsOf } = require('./options')
+const { integer, boolean, object, func, string, oneOf, nullable, resolve, defaultsOf } = require('./options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_OPTION_RANGE,
@@ -29,16 +29,63 @@ const UDP_PACKET_BYTES = 1432
 const AGENT_PACKET_BYTES = 8192
 const MAX_UDP_PAYLOAD_BYTES = 65507 // 65535 - 20 (IPv4) - 8 (UDP): the kernel's limit
 
-// hot-shots' own constructor options (17.x). They pass through untouched
-// unless listed in `spec` below; anything else is a misspelling until proven
-// otherwise (a newer hot-shots option goes in `hotShotsOptions`).
-const HOT_SHOTS_OPTIONS = [
-  'host', 'prefix', 'suffix', 'globalize', 'mock', 'globalTags', 'telegraf', 'protocol', 'path',
-  'stream', 'udsRetryOptions', 'tagPrefix', 'tagSeparator', 'tcpGracefulErrorHandling',
-  'tcpGracefulRestartRateLimit', 'udsGracefulErrorHandling', 'udsGracefulRestartRateLimit',
-  'closingFlushInterval', 'includeDataDogTags', 'includeDatadogTelemetry', 'telemetryFlushInterval',
-  'datadog', 'originDetection', 'containerID', 'cardinality', 'aggregation', 'useDefaultRoute',
-]
+// A string that may be empty (a prefix of '' is hot-shots' default).
+function text () {
+  const check = (where, key, value) => {
+    if (typeof value !== 'string') throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a string', value)
+    return value
+  }
+  check.expects = 'string'
+  return check
+}
+
+// A value one of the predicates accepts; `expected` describes them in the error.
+function either (expected, ...checks) {
+  return (where, key, value) => {
+    for (const accepts of checks) if (accepts(value)) return value
+    throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, expected, value)
+  }
+}
+
+const isObject = (value) => value !== null && typeof value === 'object' && !Array.isArray(value)
+const interval = integer(1, 2 ** 31 - 1)
+
+// hot-shots' own constructor options (17.x), each with the type hot-shots
+// reads: it would otherwise take `host: 123` and drop every metric, or throw
+// its own uncoded TypeError at the first `prefix: 5` metric. Anything else is
+// a misspelling until proven otherwise (a newer hot-shots option goes in
+// `hotShotsOptions`).
+const HOT_SHOTS_CHECKS = {
+  host: string(),
+  prefix: text(),
+  suffix: text(),
+  tagPrefix: text(),
+  tagSeparator: text(),
+  globalize: boolean(),
+  mock: boolean(),
+  globalTags: either('an object of tags or an array of "key:value" strings', isObject,
+    (v) => Array.isArray(v) && v.every((tag) => typeof tag === 'string')),
+  includeDataDogTags: boolean(),
+  telegraf: boolean(),
+  protocol: either('one of "udp", "tcp", "uds", "stream"', (v) => typeof v === 'string' && ['udp', 'tcp', 'uds', 'stream'].includes(v.toLowerCase())),
+  path: string(),
+  stream: either('a writable stream', (v) => v !== null && typeof v === 'object' && typeof v.write === 'function'),
+  udsRetryOptions: object(),
+  tcpGracefulErrorHandling: boolean(),
+  tcpGracefulRestartRateLimit: interval,
+  udsGracefulErrorHandling: boolean(),
+  udsGracefulRestartRateLimit: interval,
+  closingFlushInterval: interval,
+  includeDatadogTelemetry: boolean(),
+  telemetryFlushInterval: interval,
+  datadog: boolean(),
+  originDetection: boolean(),
+  containerID: string(),
+  cardinality: oneOf('none', 'low', 'orchestrator', 'high'),
+  aggregation: either('a boolean or an options object', (v) => typeof v === 'boolean', isObject),
+  useDefaultRoute: boolean(),
+}
+const HOT_SHOTS_OPTIONS = Object.keys(HOT_SHOTS_CHECKS)
 
 // hot-shots replaces a bad port, sampleRate or interval with its default and
 // prints; these are checked here instead, so a typo fails at the call.
@@ -93,7 +140,7 @@ const spec = {
   udpSocketOptions: { default: null, check: nullable(object()) },
   cacheDns: passThrough,
   cacheDnsTtl: passThrough,
-  ...Object.fromEntries(HOT_SHOTS_OPTIONS.map((key) => [key, passThrough])),
+  ...Object.fromEntries(HOT_SHOTS_OPTIONS.map((key) => [key, { default: undefined, check: HOT_SHOTS_CHECKS[key] }])),
 }
 // maxBufferSize null means: UDP_PACKET_BYTES for UDP, AGENT_PACKET_BYTES otherwise.
 const defaults = defaultsOf({
@@ -302,15 +349,19 @@ class ClientState {
   }
 }
 
-// Counts datagrams handed to the transport, and those that failed.
+// Counts packets the transport sent (and their bytes), and apart from them
+// those it failed to send.
 function countPackets (transport, counters) {
   if (transport === null || transport === undefined) return
   const send = transport.send
   transport.send = function (buf, callback) {
-    counters.packets++
-    counters.bytes += buf.length
     return send.call(this, buf, (error, bytes) => {
-      if (error) counters.droppedPackets++
+      if (error) {
+        counters.droppedPackets++
+      } else {
+        counters.packets++
+        counters.bytes += buf.length
+      }
       if (callback) callback(error, bytes)
     })
   }

@@ -43,7 +43,7 @@ function dgramCapturesLookup () {
   })
 }
 
-const { eventually, sleep } = require('./helpers/wait')
+const { eventually } = require('./helpers/wait')
 
 async function receiver (t, options) {
   const r = await startStatsdReceiver(options)
@@ -133,6 +133,19 @@ t.test('options: defaults, validation and conflicts are coded errors', async (t)
   t.throws(() => createStatsd({ closeTimeoutMs: 0 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' })
   t.throws(() => createStatsd({ flushOnExit: 'yes' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.ok(Object.hasOwn(spec, 'globalTags'), 'hot-shots options are known')
+  for (const [option, value] of [
+    ['host', 123], ['host', ''], ['prefix', 5], ['suffix', null], ['globalTags', 'env:prod'], ['globalTags', [1]],
+    ['protocol', 'http'], ['protocol', 1], ['mock', 'yes'], ['stream', {}], ['cardinality', 'max'],
+    ['closingFlushInterval', 0], ['aggregation', 'on'], ['tagSeparator', 1], ['udsRetryOptions', 1],
+  ]) {
+    t.throws(() => createStatsd({ [option]: value }), {
+      code: value === 0 ? 'ERR_IO_HYGIENE_OPTION_RANGE' : 'ERR_IO_HYGIENE_INVALID_OPTION',
+      message: new RegExp(`^createStatsd\\(\\): option "${option}" must be`),
+    }, `${option}: ${JSON.stringify(value)} is refused at the call`)
+  }
+  for (const options of [{ prefix: '' }, { globalTags: ['a:b'] }, { globalTags: { a: 'b' } }, { protocol: 'UDP' }, { aggregation: true }, { cardinality: 'low' }]) {
+    statsd(t, { mock: true, ...options })
+  }
 
   const client = statsd(t, { host: '127.0.0.1', port: 9, cacheDns: false, mock: true, hotShotsOptions: { futureOption: 1 } })
   t.equal(client.cacheDns, false, 'cacheDns: false contradicts nothing')
@@ -354,9 +367,9 @@ t.test('the exit flush sends synchronously to the last known address (in-process
   const lookups = client.stats().lookups
   for (let i = 0; i < 10; i++) client.increment('late')
   onExit(0)
-  t.equal(client.stats().packets, 2, 'handed to the socket within the exit listener')
   t.equal(client.stats().lookups, lookups, 'answered without asking the cache')
-  t.ok(await r.waitFor(11))
+  t.ok(await r.waitFor(11), 'handed to the socket within the exit listener')
+  await eventually(() => client.stats().packets === 2)
 })
 
 t.test('the host record changes: metrics follow within the TTL, one lookup per expiry', async (t) => {
@@ -547,12 +560,28 @@ t.test('the hostname cache: the installed one, else a private one', async (t) =>
 
   t.test('a private cache, asked once', async (t) => {
     r.reset()
-    const client = statsd(t, { host: 'localhost', port: r.port, bufferFlushInterval: 5 })
+    // HostLookup builds its cache through lib/dns's exports: count what it builds.
+    const dnsModule = require('../lib/dns')
+    const createDnsCache = dnsModule.createDnsCache
+    const built = []
+    dnsModule.createDnsCache = (options) => {
+      const cache = createDnsCache(options)
+      built.push(cache)
+      return cache
+    }
+    t.teardown(() => { dnsModule.createDnsCache = createDnsCache })
+    const client = createStatsd({ host: 'localhost', port: r.port, bufferFlushInterval: 5 })
     for (let i = 0; i < 5; i++) {
       client.increment('private')
       await r.waitFor(i + 1)
     }
-    t.equal(client.stats().lookups, 6, 'one per packet, all answered by the cache')
+    t.equal(client.stats().lookups, 6, 'one per packet')
+    t.equal(built.length, 1, 'one private cache for the client\'s life')
+    const cacheStats = built[0].stats()
+    t.equal(cacheStats.misses, 1, 'resolved once')
+    t.equal(cacheStats.hits + cacheStats.coalesced, 5, 'then answered from the cache')
+    await client.close()
+    t.equal(built[0].closed, true, 'closed with the client')
   })
 
   t.test('the installed cache; a private one after uninstall()', async (t) => {
@@ -646,6 +675,7 @@ t.test('wrapStatsd(): what can change after construction does; a coded warning n
   const previous = (err) => seen.push(err)
   const client = new StatsD({ host: '127.0.0.1', port: r.port, errorHandler: previous })
   const child = client.childClient({ prefix: 'child.' })
+  t.teardown(() => child.close())
   t.equal(wrapStatsd(client), client)
   t.equal(wrapStatsd(client), client, 'a second wrap is a no-op')
   t.equal(client.maxBufferSize, 1432, 'buffering on')
@@ -711,12 +741,33 @@ t.test('createStatsd() needs hot-shots, and says so', async (t) => {
 })
 
 t.test('two clients share the exit listeners and remove them when both close', async (t) => {
-  const before = process.listenerCount('exit')
-  const a = createStatsd({ mock: true })
-  const b = createStatsd({ mock: true })
-  t.ok(process.listenerCount('exit') <= before + 1, 'one listener for all clients')
+  // A fresh copy of the module: its set of live clients starts empty, and its
+  // listeners are told apart from any other copy's.
+  const file = require.resolve('../lib/statsd')
+  const cached = require.cache[file]
+  delete require.cache[file]
+  const fresh = require('../lib/statsd')
+  require.cache[file] = cached
+  const events = ['exit', 'beforeExit']
+  const before = Object.fromEntries(events.map((e) => [e, process.listeners(e)]))
+  const added = () => events.map((e) => process.listeners(e).filter((fn) => !before[e].includes(fn)).length)
+  const a = fresh.createStatsd({ mock: true, flushOnSignals: false })
+  t.same(added(), [1, 1], 'one exit and one beforeExit listener')
+  const b = fresh.createStatsd({ mock: true, flushOnSignals: false })
+  t.same(added(), [1, 1], 'shared by the second client')
   await a.close()
+  t.same(added(), [1, 1], 'kept while a client is open')
   await b.close()
-  t.equal(process.listenerCount('exit'), before, 'gone with the last one (if no earlier client is open)')
-  await sleep(0)
+  t.same(added(), [0, 0], 'removed with the last one')
+})
+
+t.test('stats(): sent packets and dropped ones are counted apart', async (t) => {
+  const r = await receiver(t)
+  const client = statsd(t, { host: '127.0.0.1', port: r.port, bufferFlushInterval: NEVER })
+  client.increment('small')
+  await new Promise((resolve) => client.flush(resolve))
+  client.increment('x'.repeat(70_000))
+  await new Promise((resolve) => client.flush(resolve))
+  t.ok(await r.waitFor(1))
+  t.match(client.stats(), { packets: 1, droppedPackets: 1, bytes: r.bytes }, 'the dropped packet is in neither packets nor bytes')
 })
