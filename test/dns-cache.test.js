@@ -2,7 +2,12 @@
 
 const t = require('tap')
 const dc = require('node:diagnostics_channel')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
 const { cacheWithServer, eventually, sleep } = require('./helpers/dns-cache')
+const { startDnsServer } = require('./helpers/dns-server')
 const { createDnsCache } = require('..')
 const { kInspect } = require('../lib/dns/cache')
 
@@ -279,4 +284,87 @@ t.test('options are validated by name', async (t) => {
   t.throws(() => createDnsCache(null), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   const cache = createDnsCache({ servers: ['127.0.0.1:5353'], hostsFile: null })
   cache.close()
+})
+
+// The default path (the system resolver, no `servers`) without root: names
+// the system resolver answers from this machine's /etc/hosts (localhost), with
+// TTL queries sent to a test server through dns.setServers(). A child process,
+// as the point is what keeps a process alive.
+const LOCALHOST_CHILD = `
+  const dns = require('node:dns')
+  dns.setServers([process.env.SERVER])
+  const { createDnsCache } = require(${JSON.stringify(require.resolve('..'))})
+  const hostsFile = process.env.HOSTS || null
+  // A TTL query that would wait an hour if the process waited for it.
+  const cache = createDnsCache({ hostsFile, queryTimeoutMs: 3_600_000 })
+  const lookup = (name, options) => new Promise((resolve, reject) => {
+    cache.lookup(name, options, (err, address) => err ? reject(err) : resolve(address))
+  })
+  ;(async () => {
+    const answers = [
+      await lookup('localhost', { family: 6, hints: dns.V4MAPPED }),
+      await lookup('LocalHost', { family: 4 }),
+      await lookup('localhost', { family: 4 }),
+    ]
+    process.on('exit', () => console.log(JSON.stringify({ answers, stats: cache.stats() })))
+  })()`
+
+// Runs LOCALHOST_CHILD; resolves with its report once it exits by itself.
+function runLocalhostChild (t, env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', LOCALHOST_CHILD], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (chunk) => { out += chunk })
+    // Not a timing assertion: the child exits at once when nothing holds it,
+    // and would wait an hour for its TTL query if something did.
+    const stuck = setTimeout(() => child.kill(), 60_000)
+    child.on('exit', (code, signal) => {
+      clearTimeout(stuck)
+      if (code !== 0) return reject(new Error(`the child did not exit by itself (code ${code}, signal ${signal})`))
+      resolve(JSON.parse(out))
+    })
+  })
+}
+
+t.test('default path: a pending TTL query never holds the process open (hostsFile: null, a server that never answers)', async (t) => {
+  const server = await startDnsServer()
+  t.teardown(() => server.close())
+  server.mode = 'blackhole'
+  const { answers, stats } = await runLocalhostChild(t, { SERVER: server.server })
+  t.same(answers, ['::ffff:127.0.0.1', '127.0.0.1', '127.0.0.1'])
+  t.match(stats, { upstreamLookups: 2, misses: 2, hits: 1, ttlQueries: 2, fallbacks: 0 }, 'both TTL queries were still pending when the process exited')
+  t.ok(await eventually(() => server.count('localhost', 'A') === 2), 'and they had been sent')
+})
+
+t.test('default path: a hosts-file name never causes a DNS query, V4MAPPED answers included', async (t) => {
+  const server = await startDnsServer()
+  t.teardown(() => server.close())
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-hosts-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const hosts = path.join(dir, 'hosts')
+  fs.writeFileSync(hosts, '127.0.0.1 localhost\n')
+  const { answers, stats } = await runLocalhostChild(t, { SERVER: server.server, HOSTS: hosts })
+  t.same(answers, ['::ffff:127.0.0.1', '127.0.0.1', '127.0.0.1'])
+  t.match(stats, { upstreamLookups: 2, ttlQueries: 0, fallbacks: 2, upstreamQueries: 2 })
+  t.equal(server.queries, 0)
+})
+
+t.test('default path: answers as the original dns.lookup, case variants shared, cached for fallbackTtlMs', async (t) => {
+  const dns = require('node:dns')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-hosts-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const hosts = path.join(dir, 'hosts')
+  fs.writeFileSync(hosts, '127.0.0.1 localhost\n')
+  const cache = createDnsCache({ hostsFile: hosts })
+  t.teardown(() => cache.close())
+  const call = (fn, name, options) => new Promise((resolve) => fn(name, options, (err, ...args) => resolve({ err: err && { ...err, message: err.message }, args })))
+  const names = ['localhost', 'LOCALHOST', 'LocalHost']
+  const forms = [{}, { all: true }, { family: 4 }, { family: 4, all: true }, { family: 6, hints: dns.V4MAPPED }, { family: 6, hints: dns.V4MAPPED | dns.ALL, all: true }, { hints: dns.ADDRCONFIG }, { order: 'ipv6first', all: true }]
+  for (const form of forms) {
+    const expected = await Promise.all(names.map((name) => call(dns.lookup, name, form)))
+    t.same(await Promise.all(names.map((name) => call(cache.lookup, name, form))), expected, `${JSON.stringify(form)}, concurrently`)
+    for (let i = 0; i < names.length; i++) t.same(await call(cache.lookup, names[i], form), expected[i], `${names[i]} ${JSON.stringify(form)}, cached`)
+  }
+  // 5 (family, hints) slots: forms that differ only in `all` or `order` share one.
+  t.match(cache.stats(), { upstreamLookups: 5, misses: 5, coalesced: 10, hits: 3 * 5 + 6 * 3, ttlQueries: 0, fallbacks: 5, entries: 1 })
 })

@@ -9,6 +9,10 @@ const { execFile } = require('node:child_process')
 const { cacheWithServer, eventually, sleep } = require('./helpers/dns-cache')
 const { HostsFile, parseHosts } = require('../lib/dns/hosts')
 const { Expiry } = require('../lib/dns/expiry')
+const { queryTtl, decodeReply, encodeQuery, parseServer, wireName } = require('../lib/dns/ttl-query')
+const { startDnsServer } = require('./helpers/dns-server')
+const { bindUdp } = require('./helpers/udp')
+const packet = require('dns-packet')
 const { wrap, originalOf } = require('../lib/patch')
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-hosts-'))
@@ -44,12 +48,15 @@ t.test('the hosts file is re-read when it changes, and a missing or unreadable o
 
 t.test('pure c-ares mode answers hosts-file names from the file', async (t) => {
   const file = path.join(tmp, 'hosts-servers')
-  fs.writeFileSync(file, '10.9.0.1 local.test\nfd00::9 local.test\n')
+  fs.writeFileSync(file, '10.9.0.1 local.test\nfd00::9 local.test\n10.9.0.2 v4local.test\n')
   const { server, cache, lookup } = await cacheWithServer(t, { hostsFile: file })
   t.same(await lookup('local.test', { family: 6 }), { address: 'fd00::9', family: 6 })
   t.same(await lookup('local.test'), { address: '10.9.0.1', family: 4 })
+  const { V4MAPPED } = require('node:dns')
+  t.same(await lookup('local.test', { family: 6, hints: V4MAPPED }), { address: 'fd00::9', family: 6 }, 'IPv6 first, as getaddrinfo')
+  t.same(await lookup('v4local.test', { family: 6, hints: V4MAPPED }), { address: '::ffff:10.9.0.2', family: 6 }, 'mapped from the file')
   t.equal(server.queries, 0)
-  t.equal(cache.stats().fallbacks, 2)
+  t.equal(cache.stats().fallbacks, 4)
 })
 
 t.test('the expiry heap marks many entries stale in deadline order', async (t) => {
@@ -89,6 +96,102 @@ t.test('the expiry heap holds only what is scheduled: a reschedule moves an entr
   expiry.clear()
   t.equal(expiry.size, 0)
   t.ok(late.every((e) => e.heapIndex === -1))
+})
+
+const askTtl = (servers, name, want4, want6, timeoutMs = 2000, tries = 2) =>
+  new Promise((resolve) => queryTtl(servers, name, want4, want6, timeoutMs, tries, resolve))
+
+t.test('TTL queries: A and AAAA over UDP, addresses spelt as getaddrinfo spells them, IPv4 and IPv6 servers', async (t) => {
+  const server = await startDnsServer()
+  t.teardown(() => server.close())
+  const server6 = await startDnsServer({ address: '::1' })
+  t.teardown(() => server6.close())
+  for (const s of [server, server6]) s.set('ttl.test', { a: ['10.0.0.1', '10.0.0.2'], aaaa: ['fd00:0:0::3:1', '::ffff:10.0.0.9'], ttl: 42 })
+  const records = await askTtl([server.server], 'TTL.test', true, true)
+  t.same(records.sort((a, b) => a.family - b.family), [
+    { address: '10.0.0.1', ttl: 42, family: 4 }, { address: '10.0.0.2', ttl: 42, family: 4 },
+    { address: 'fd00::3:1', ttl: 42, family: 6 }, { address: '::ffff:10.0.0.9', ttl: 42, family: 6 },
+  ])
+  t.same(await askTtl([`[::1]:${server6.port}`], 'ttl.test.', true, false), [{ address: '10.0.0.1', ttl: 42, family: 4 }, { address: '10.0.0.2', ttl: 42, family: 4 }], 'an IPv6 server; a trailing dot')
+  t.same(await askTtl([server.server], 'ttl.test', false, true, 2000, 1), [{ address: 'fd00::3:1', ttl: 42, family: 6 }, { address: '::ffff:10.0.0.9', ttl: 42, family: 6 }])
+  server.set('xn--bcher-kva.test', { a: ['10.0.0.3'], ttl: 7 })
+  t.same(await askTtl([server.server], 'bücher.test', true, false), [{ address: '10.0.0.3', ttl: 7, family: 4 }], 'a Unicode name asks its punycode')
+  t.same(await askTtl([server.server], 'missing.test', true, true), [], 'NXDOMAIN: no TTL')
+  t.equal(server.count('missing.test'), 2, 'asked once per type: an error is an answer')
+})
+
+t.test('TTL queries: a silent server is left after timeoutMs for the next one, and `tries` bounds the whole', async (t) => {
+  const silent = await startDnsServer()
+  t.teardown(() => silent.close())
+  silent.mode = 'blackhole'
+  const server = await startDnsServer()
+  t.teardown(() => server.close())
+  server.set('next.test', { a: ['10.0.1.1'], ttl: 5 })
+  t.same(await askTtl([silent.server, server.server], 'next.test', true, true, 50), [{ address: '10.0.1.1', ttl: 5, family: 4 }])
+  t.equal(silent.count('next.test'), 2, 'the first try asked the silent server for both types')
+  t.equal(server.count('next.test'), 2)
+  t.same(await askTtl([silent.server], 'gone.test', true, false, 50, 3), [], 'every try unanswered')
+  t.equal(silent.count('gone.test', 'A'), 3)
+  t.same(await askTtl([], 'x.test', true, false), [], 'no servers')
+  for (const name of ['a..b', `${'x'.repeat(64)}.test`, `${'abcdefghi.'.repeat(26)}test`]) {
+    t.same(await askTtl([silent.server], name, true, false), [], `${name.slice(0, 20)}: no query for a name DNS cannot carry`)
+  }
+  t.same(wireName('a.b.'), ['a', 'b'])
+})
+
+t.test('TTL queries ignore what is not the reply: another sender, a short packet, a query, another id', async (t) => {
+  let good = null
+  const rogue = await bindUdp({ onMessage: () => {} })
+  t.teardown(() => rogue.close())
+  const server = await bindUdp({
+    onMessage: (msg, rinfo) => {
+      const query = packet.decode(msg)
+      const reply = (extra) => packet.encode({ id: query.id, type: 'response', flags: packet.RECURSION_DESIRED, questions: query.questions, ...extra })
+      rogue.send(reply({ answers: [{ name: 'odd.test', type: 'A', ttl: 1, data: '10.9.9.9' }] }), rinfo.port, rinfo.address)
+      server.send(Buffer.from([1]), rinfo.port, rinfo.address)
+      server.send(msg, rinfo.port, rinfo.address) // its own query back: not a response
+      server.send(packet.encode({ id: (query.id + 1) % 65536, type: 'response', questions: query.questions }), rinfo.port, rinfo.address)
+      good = reply({ answers: [{ name: 'odd.test', type: 'A', ttl: 9, data: '10.0.2.1' }] })
+      server.send(good, rinfo.port, rinfo.address)
+    },
+  })
+  t.teardown(() => server.close())
+  const { port } = server.address()
+  t.same(await askTtl([`127.0.0.1:${port}`], 'odd.test', true, false), [{ address: '10.0.2.1', ttl: 9, family: 4 }])
+  t.ok(good)
+})
+
+t.test('decodeReply: CNAME chains, errors, truncation and malformed packets', async (t) => {
+  const base = { id: 1, type: 'response', questions: [{ name: 'a.test', type: 'A' }] }
+  const chain = packet.encode({
+    ...base,
+    answers: [
+      { name: 'a.test', type: 'CNAME', ttl: 30, data: 'b.test' },
+      { name: 'b.test', type: 'A', ttl: 300, data: '10.0.0.1' },
+      { name: 'b.test', type: 'A', ttl: 300, class: 'CH', data: '10.0.0.2' },
+      { name: 'b.test', type: 'TXT', ttl: 1, data: 'not an address' },
+    ],
+  })
+  t.same(decodeReply(chain, 1), [{ address: '10.0.0.1', ttl: 30, family: 4 }], 'the smallest TTL of the chain; other classes and types skipped')
+  t.same(decodeReply(chain, 28), [], 'no AAAA in it')
+  t.same(decodeReply(packet.encode({ ...base, flags: 3 }), 1), [], 'NXDOMAIN')
+  t.same(decodeReply(packet.encode({ ...base, flags: packet.TRUNCATED_RESPONSE, answers: [{ name: 'a.test', type: 'A', ttl: 5, data: '10.0.0.1' }] }), 1), [], 'truncated: no TTL from a part')
+  t.equal(decodeReply(packet.encode({ ...base, type: 'query' }), 1), null, 'a query is no reply')
+  t.same(decodeReply(chain.subarray(0, chain.length - 3), 1), [], 'cut short in the last record')
+  t.same(decodeReply(chain.subarray(0, 20), 1), [], 'cut short in a name')
+  // A record whose name points at the question (compression), with a TTL of 2^31 or more.
+  const head = packet.encode({ ...base })
+  head.writeUInt16BE(1, 6)
+  const rr = Buffer.from([0xc0, 12, 0, 1, 0, 1, 0x80, 0, 0, 0, 0, 4, 10, 0, 0, 7])
+  t.same(decodeReply(Buffer.concat([head, rr]), 1), [{ address: '10.0.0.7', ttl: 0, family: 4 }], 'a TTL with the top bit set reads as 0')
+  t.same(packet.decode(encodeQuery(7, ['a', 'test'], 28)).questions, [{ name: 'a.test', type: 'AAAA', class: 'IN' }])
+})
+
+t.test('parseServer reads dns.getServers() forms', async (t) => {
+  t.same(parseServer('10.0.0.1'), { address: '10.0.0.1', port: 53 })
+  t.same(parseServer('10.0.0.1:5353'), { address: '10.0.0.1', port: 5353 })
+  t.same(parseServer('fd00::1'), { address: 'fd00::1', port: 53 })
+  t.same(parseServer('[fd00::1]:5353'), { address: 'fd00::1', port: 5353 })
 })
 
 t.test('promise lookups of a cached error reject at once, each with its own error', async (t) => {

@@ -175,18 +175,20 @@ function run ({ nameserver }) {
     const lookup = util.promisify(dns.lookup)
     server.resetCounts()
     await lookup('hosts.test')
+    t.same(await lookup('both.test', { family: 6, hints: dns.V4MAPPED }), { address: '::ffff:10.5.0.1', family: 6 })
     await lookup('short')
     await lookup('dual.test', { all: true })
     // The TTL queries run after callers have their answers: wait for them to land.
-    await eventually(() => cache.stats().fallbacks >= 2 && server.count('dual.test') >= 4)
+    await eventually(() => cache.stats().fallbacks >= 3 && server.count('dual.test') >= 4)
     t.equal(server.count('hosts.test'), 0, 'no DNS query for a hosts-file name')
+    t.equal(server.count('both.test'), 0, 'nor for its IPv4-mapped answer')
     t.equal(server.count('short', 'A'), 1, 'the TTL query for a search-domain name')
     // The cache's own counts: one getaddrinfo per name, and TTL queries only
     // for the families DNS answered (the server's counts also see glibc's
     // retransmissions when this process is slow to answer).
-    t.match(cache.stats(), { upstreamLookups: 3, ttlQueries: 3 }, 'one getaddrinfo per name; A for short, A and AAAA for dual.test')
+    t.match(cache.stats(), { upstreamLookups: 4, ttlQueries: 3 }, 'one getaddrinfo per name; A for short, A and AAAA for dual.test')
     t.ok(server.count('dual.test', 'AAAA') >= 1)
-    t.equal(cache.stats().fallbacks, 2)
+    t.equal(cache.stats().fallbacks, 3)
     const before = server.queries
     for (let i = 0; i < 100; i++) {
       await lookup('hosts.test')
@@ -194,7 +196,7 @@ function run ({ nameserver }) {
       await lookup('dual.test', { all: true })
     }
     t.equal(server.queries, before, 'all served from the cache')
-    t.equal(cache.stats().upstreamLookups, 3)
+    t.equal(cache.stats().upstreamLookups, 4)
   })
 
   t.test('case variants of a name share one getaddrinfo and one entry', async (t) => {

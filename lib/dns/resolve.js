@@ -2,11 +2,13 @@
 
 const dns = require('node:dns')
 const { HostsFile } = require('./hosts')
+const { queryTtl } = require('./ttl-query')
 
 // Where answers come from. The system resolver (the original dns.lookup,
 // all: true, verbatim) is the source of the answer, so hosts-file precedence,
-// search domains and nsswitch behave exactly as without the cache. A c-ares
-// query beside it supplies the TTL once the answer is known. With `servers`
+// search domains and nsswitch behave exactly as without the cache. A DNS
+// query beside it (ttl-query.js, asking dns.getServers()) supplies the TTL
+// once the answer is known, and never holds the process open. With `servers`
 // the answer comes from c-ares alone, asking those servers (hosts file first).
 class Upstream {
   #systemLookup
@@ -36,7 +38,7 @@ class Upstream {
   #cares () {
     if (this.#resolver === null) {
       this.#resolver = new dns.Resolver({ timeout: this.#queryTimeoutMs, tries: 2 })
-      if (this.#servers !== null) this.#resolver.setServers(this.#servers)
+      this.#resolver.setServers(this.#servers)
     }
     return this.#resolver
   }
@@ -52,9 +54,10 @@ class Upstream {
 
   #ttlFor (hostname, addresses, onTtl) {
     this.#hosts.lookup(hostname, (fromHosts) => {
-      if (fromHosts !== undefined && addresses.some((a) => fromHosts.some((h) => h.address === a.address))) {
-        return onTtl(this.#fallbackTtlMs, 'hosts')
-      }
+      // A name in the hosts file never causes a DNS query: the system
+      // resolver answered it from the file (a V4MAPPED ::ffff:127.0.0.1 for
+      // the file's 127.0.0.1 too), and a file has no TTL to ask for.
+      if (fromHosts !== undefined) return onTtl(this.#fallbackTtlMs, 'hosts')
       const wanted = new Set()
       let want4 = false
       let want6 = false
@@ -66,7 +69,9 @@ class Upstream {
         if (a.family === 4 || v4 !== null) want4 = true
         else want6 = true
       }
-      this.#queryTtl(hostname, want4, want6, (records) => {
+      if (want4) this.#counters.ttlQueries++
+      if (want6) this.#counters.ttlQueries++
+      queryTtl(dns.getServers(), hostname, want4, want6, this.#queryTimeoutMs, 2, (records) => {
         let ttl = Infinity
         let matched = false
         for (const r of records) {
@@ -79,8 +84,9 @@ class Upstream {
     })
   }
 
-  // callback(records, errors): A and/or AAAA records with TTLs, and errors.
-  #queryTtl (hostname, want4, want6, callback) {
+  // callback(records, errors): A and/or AAAA records with TTLs, and errors,
+  // from c-ares asking `servers`.
+  #queryServers (hostname, want4, want6, callback) {
     const resolver = this.#cares()
     // Per family, joined A first whichever reply came first, so the order of
     // an answer does not change from one refresh to the next.
@@ -104,13 +110,15 @@ class Upstream {
 
   #resolveServers (hostname, family, hints, onAnswer, onTtl) {
     this.#hosts.lookup(hostname, (fromHosts) => {
-      const local = fromHosts?.filter((a) => family === 0 || a.family === family)
+      const mapped = family === 6 && (hints & dns.V4MAPPED) !== 0
+      let local = fromHosts?.filter((a) => family === 0 || a.family === family)
+      // As getaddrinfo: V4MAPPED maps the IPv4 addresses when there is no IPv6 one.
+      if (mapped && local?.length === 0) local = fromHosts.map((a) => ({ address: `::ffff:${a.address}`, family: 6 }))
       if (local !== undefined && local.length > 0) {
         onAnswer(null, local.map((a) => ({ address: a.address, family: a.family })))
         return onTtl(this.#fallbackTtlMs, 'hosts')
       }
-      const mapped = family === 6 && (hints & dns.V4MAPPED) !== 0
-      this.#queryTtl(hostname, family !== 6 || mapped, family !== 4, (records, errors) => {
+      this.#queryServers(hostname, family !== 6 || mapped, family !== 4, (records, errors) => {
         let answer = records.filter((r) => family === 0 || r.family === family)
         if (answer.length === 0 && mapped) {
           answer = records.map((r) => ({ address: `::ffff:${r.address}`, family: 6, ttl: r.ttl }))
