@@ -93,3 +93,186 @@ for (const [name, spec] of Object.entries(modules)) {
     }
   })
 }
+
+// Every code block of the README runs. A ```js block runs in a child process
+// of its own, as an ES module (top-level await and import work) with
+// `require` at the repository's root, so `require('io-hygiene')` and
+// `import 'io-hygiene'` are this checkout. A block that needs a server, or
+// names defined around it, has `<!-- docs-test: NAME -->` right above it:
+// CONTEXTS[NAME] starts real servers on 127.0.0.1, rewrites the block's
+// addresses to them, defines its free names, and checks what arrived. A ```sh
+// block's `npm run` scripts and `node` files must exist.
+const root = path.join(__dirname, '..')
+const { spawn } = require('node:child_process')
+const http = require('node:http')
+const { startStatsdReceiver } = require('./helpers/statsd-receiver')
+
+function codeBlocks () {
+  const out = []
+  const lines = readme.split('\n')
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^```(\w+)\s*$/.exec(lines[i])
+    if (!open) continue
+    let end = i + 1
+    while (end < lines.length && lines[end] !== '```') end++
+    let above = i - 1
+    while (above >= 0 && lines[above].trim() === '') above--
+    const context = /^<!-- docs-test: ([\w-]+) -->$/.exec(lines[above] ?? '')?.[1] ?? null
+    out.push({ lang: open[1], line: i + 1, code: lines.slice(i + 1, end).join('\n'), context })
+    i = end
+  }
+  return out
+}
+
+function replaceAll (code, replacements) {
+  for (const [from, to] of replacements) {
+    if (!code.includes(from)) throw new Error(`the block no longer contains ${JSON.stringify(from)}`)
+    code = code.split(from).join(to)
+  }
+  return code
+}
+
+// A local HTTP server that records each request's body.
+async function httpServer (t) {
+  const bodies = []
+  const server = http.createServer((req, res) => {
+    const chunks = []
+    req.on('data', (c) => chunks.push(c))
+    req.on('end', () => {
+      bodies.push(Buffer.concat(chunks))
+      res.end('ok')
+    })
+  })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }))
+  return { port: server.address().port, bodies }
+}
+
+async function statsdReceiver (t) {
+  const r = await startStatsdReceiver()
+  t.teardown(() => r.close())
+  return r
+}
+
+// One broker for every block that needs one, started by the first.
+let broker = null
+async function kafkaBroker () {
+  broker ??= require('./helpers/kafka-broker').startKafka()
+  return (await broker).brokers[0]
+}
+t.teardown(async () => { if (broker !== null) await (await broker).close() })
+
+const CONTEXTS = {
+  batch: async () => ({
+    prelude: `const db = { insertMany: async (rows) => rows.map(() => 'ok') }
+const row = { payload: Buffer.from('hello') }`,
+  }),
+  kafka: async (t) => ({
+    replace: [["'kafka:9092'", `'${await kafkaBroker()}'`]],
+    prelude: "const id = 'user-1'\nconst event = { type: 'signup' }",
+  }),
+  statsd: async (t) => {
+    const r = await statsdReceiver(t)
+    return {
+      replace: [["'statsd.internal'", "'127.0.0.1'"], ['8125', String(r.port)]],
+      check: async (t) => t.ok(await r.waitFor((x) => x.find('api.requests').length === 1), 'the metric arrived'),
+    }
+  },
+  'http-sink': async (t) => {
+    const server = await httpServer(t)
+    return {
+      replace: [['https://logs.example.com/v1/ingest', `http://127.0.0.1:${server.port}/v1/ingest`]],
+      prelude: 'const orderId = 42',
+      check: async (t) => t.match(require('node:zlib').gunzipSync(server.bodies[0]).toString(), /"order placed"/, 'the record arrived'),
+    }
+  },
+  undici: async (t) => {
+    const server = await httpServer(t)
+    return {
+      replace: [['http://service.internal:8080/', `http://localhost:${server.port}/`]],
+      epilogue: 'process.stdout.write(JSON.stringify(cache.stats()))',
+      check: async (t, { stdout }) => t.match(JSON.parse(stdout), { misses: 1 }, 'the Agent resolved through the cache'),
+    }
+  },
+  stats: async (t) => {
+    const r = await statsdReceiver(t)
+    return {
+      replace: [["'statsd.internal'", "'127.0.0.1'"], ['8125', String(r.port)], ["'kafka:9092'", `'${await kafkaBroker()}'`]],
+      epilogue: `await producer.send({ topic: 'docs-stats', messages: [{ value: 'x' }] })
+report()
+await producer.disconnect()
+await statsd.close()`,
+      check: async (t) => {
+        t.ok(await r.waitFor((x) => x.find('api.kafka.flushed').length === 1), 'producer stats arrived')
+        t.ok(r.find('api.dns.entries').length === 1, 'dns stats arrived')
+      },
+    }
+  },
+  shutdown: async (t) => {
+    const r = await statsdReceiver(t)
+    return {
+      replace: [["'statsd.internal'", "'127.0.0.1'"], ['8125', String(r.port)], ["'kafka:9092'", `'${await kafkaBroker()}'`]],
+      prelude: 'const db = { insertMany: async (rows) => rows.map(() => \'ok\') }',
+      epilogue: `statsd.increment('shutdown.buffered')
+batcher.push('row').then(() => process.stdout.write('batch delivered\\n'))
+await producer.send({ topic: 'docs-shutdown', messages: [{ value: 'topic created' }] })
+producer.send({ topic: 'docs-shutdown', messages: [{ value: 'x' }] }).then(() => process.stdout.write('kafka delivered\\n'), (err) => process.stdout.write(\`kafka failed: \${err.stack}\\n\`))
+process.stdout.write('ready\\n')`,
+      signal: 'SIGTERM',
+      check: async (t, { stdout }) => {
+        t.ok(await r.waitFor((x) => x.find('api.shutdown.buffered').length === 1), 'the buffered metric was sent')
+        t.match(stdout, /batch delivered/)
+        t.match(stdout, /kafka delivered/)
+      },
+    }
+  },
+}
+
+function runBlock (file, signal) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000)
+    child.stdout.on('data', (d) => {
+      stdout += d
+      if (signal && stdout.includes('ready\n')) child.kill(signal)
+    })
+    child.stderr.on('data', (d) => { stderr += d })
+    child.on('exit', (code, sig) => {
+      clearTimeout(timer)
+      resolve({ code, signal: sig, stdout, stderr })
+    })
+  })
+}
+
+t.test('every README code block runs', async (t) => {
+  const dir = fs.mkdtempSync(path.join(root, '.docs-test-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const scripts = require('../package.json').scripts
+  for (const block of codeBlocks()) {
+    if (block.lang === 'sh') {
+      for (const [, script] of block.code.matchAll(/npm run (\S+)/g)) t.ok(scripts[script], `line ${block.line}: npm run ${script} exists`)
+      for (const [, file] of block.code.matchAll(/node (?:-\S+ \S+ )*((?:examples|bench)\/\S+\.js)/g)) t.ok(fs.existsSync(path.join(root, file)), `line ${block.line}: ${file} exists`)
+      continue
+    }
+    t.equal(block.lang, 'js', `line ${block.line}: a js block`)
+    await t.test(`the block at README line ${block.line}${block.context ? ` (${block.context})` : ''}`, async (t) => {
+      const make = CONTEXTS[block.context ?? '']
+      t.ok(block.context === null || make, `context ${block.context} is defined`)
+      const context = make ? await make(t) : {}
+      const file = path.join(dir, `line-${block.line}.mjs`)
+      fs.writeFileSync(file, [
+        "import { createRequire } from 'node:module'",
+        `const require = createRequire(${JSON.stringify(path.join(root, 'index.js'))})`,
+        context.prelude ?? '',
+        replaceAll(block.code, context.replace ?? []),
+        context.epilogue ?? '',
+      ].join('\n'))
+      const result = await runBlock(file, context.signal)
+      if (context.signal) t.equal(result.signal, context.signal, `died of ${context.signal}: ${result.stderr}`)
+      else t.equal(result.code, 0, result.stderr)
+      await context.check?.(t, result)
+    })
+  }
+})
