@@ -276,3 +276,15 @@ t.test('every README code block runs', async (t) => {
     })
   }
 })
+
+t.test('the package: a LICENSE as package.json says, and the dns example prints what it claims', async (t) => {
+  const pkg = require('../package.json')
+  t.equal(pkg.license, 'MIT')
+  t.match(fs.readFileSync(path.join(root, 'LICENSE'), 'utf8'), /^MIT License\n/)
+  const example = path.join(root, 'examples', 'dns.js')
+  t.match(fs.readFileSync(example, 'utf8'), /two answers for one name/)
+  const { code, stdout } = await runBlock(example)
+  t.equal(code, 0)
+  t.match(stdout, /^201 requests: 2 getaddrinfo calls, 199 cache hits$/m)
+  t.match(stdout, /entries: 1\b/, 'one name')
+})
