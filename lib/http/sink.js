@@ -201,6 +201,7 @@ class HttpSink {
   }
 
   push (record) {
+    this.#counters.pushed++
     let json
     try {
       json = JSON.stringify(record)
@@ -215,7 +216,6 @@ class HttpSink {
       event.resolve = resolve
       event.reject = reject
     })
-    this.#counters.pushed++
     // The batcher rejects what the sink did not settle: queue full, closed,
     // the delivery deadline.
     this.#batcher.push(event).catch((err) => this.#fail(event, err))
@@ -249,9 +249,8 @@ class HttpSink {
 
   #ok (events) {
     for (const event of events) {
-      // Rejected by the batcher's deadline timer in the moment before this
-      // request's own abort timer, set for that deadline, fired: a race no
-      // test can order.
+      // Rejected by the batcher (its deadline, or close()'s) while the 2xx
+      // was on its way, before the abort: a race of timers no test can order.
       /* c8 ignore next */
       if (event.done) continue
       event.done = true
