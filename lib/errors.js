@@ -64,7 +64,7 @@ const ERR_IO_HYGIENE_INVALID_ENV = createError(
 )
 const ERR_IO_HYGIENE_UNKNOWN_ENV = createError(
   'ERR_IO_HYGIENE_UNKNOWN_ENV',
-  (name, closest) => `unknown environment variable ${name} (did you mean ${closest}? the README lists every IO_HYGIENE_* variable)`,
+  (name, closest) => `unknown environment variable ${name} (did you mean ${closest}? install() reads IO_HYGIENE_<MODULE> and IO_HYGIENE_<MODULE>_<OPTION>, the option's name in upper snake case)`,
   TypeError
 )
 const ERR_IO_HYGIENE_QUEUE_FULL = createError(

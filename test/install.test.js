@@ -191,6 +191,20 @@ t.test('a new module\'s options get variables; functions and objects do not', as
   t.same(optionsFromEnv([extra], { IO_HYGIENE_EXTRA_MODE: 'b', IO_HYGIENE_EXTRA: '0' }), { extra: false }, 'off wins')
 })
 
+t.test('an ignored function option is named without printing the function', async (t) => {
+  const withHook = {
+    name: 'hooked',
+    enabledByDefault: false,
+    spec: () => ({ onEvent: { default: null, check: nullable(func()) } }),
+    apply: () => ({ value: 'hooked', undo () {} }),
+  }
+  modules.push(withHook)
+  t.teardown(() => modules.splice(modules.indexOf(withHook), 1))
+  ioHygiene.install({ hooked: { onEvent: () => {} } })
+  const [warning] = await warningsOf(() => ioHygiene.install({ hooked: { onEvent: () => {} } }))
+  t.match(warning.message, /hooked\.onEvent \(asked a function, in use a function\)/)
+})
+
 t.test('a misspelt variable is refused with the closest known name', async (t) => {
   const refused = {
     IO_HYGIENE_DNS_MAX_TTL: 'IO_HYGIENE_DNS_MAX_TTL_MS',

@@ -106,7 +106,7 @@ export interface Installation {
   /** The installed cache, or null when the dns module is off. */
   readonly dns: DnsCache | null
   /** The options in effect (IO_HYGIENE_* variables over code, defaults for the rest). */
-  readonly options: { readonly dns: false | Readonly<Required<DnsOptions>> }
+  readonly options: { readonly dns: false | Readonly<Required<DnsOptions>>; readonly [module: string]: false | Readonly<Record<string, unknown>> }
   /** Same as the top-level uninstall(). */
   uninstall(): boolean
 }
