@@ -6,7 +6,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { cacheWithServer, eventually, sleep } = require('./helpers/dns-cache')
+const { cacheWithServer, eventually, untilStale, untilPast } = require('./helpers/dns-cache')
 const { startDnsServer } = require('./helpers/dns-server')
 const { createDnsCache } = require('..')
 const { kInspect } = require('../lib/dns/cache')
@@ -21,7 +21,7 @@ t.test('answers from the server, then from the cache until the TTL expires', asy
   t.equal(server.count('moving.test'), queries, 'no query before the TTL expires')
   t.equal(cache.stats().hits, 20)
 
-  await sleep(2100)
+  t.ok(await untilStale(cache, 'moving.test'), 'the TTL runs out')
   // The first caller after expiry gets the stale answer at once; one
   // background refresh fetches the new record.
   t.equal((await lookup('moving.test')).address, '10.0.0.1')
@@ -32,22 +32,27 @@ t.test('answers from the server, then from the cache until the TTL expires', asy
 
 t.test('TTLs are clamped to [minTtlMs, maxTtlMs]', async (t) => {
   t.test('minTtlMs keeps a short record longer', async (t) => {
-    const { server, lookup } = await cacheWithServer(t, { minTtlMs: 10_000 })
+    const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 10_000 })
     server.set('short.test', { a: ['10.0.1.1'], ttl: 1 })
+    const asked = performance.now()
     await lookup('short.test')
+    t.ok(cache[kInspect]('short.test', 0).entry.expiresAt >= asked + 10_000, 'fresh for minTtlMs, not the record\'s 1 s')
     const queries = server.queries
-    await sleep(1300)
     server.set('short.test', { a: ['10.0.1.2'], ttl: 1 })
     t.equal((await lookup('short.test')).address, '10.0.1.1')
-    await sleep(50)
-    t.equal(server.queries, queries, 'no refresh while the clamped TTL runs')
+    // The cache's own counters say whether a refresh started: no waiting for one that should not come.
+    t.match(cache.stats(), { hits: 1, misses: 1, staleServed: 0, refreshes: 0 }, 'no refresh while the clamped TTL runs')
+    t.equal(server.queries, queries)
   })
   t.test('maxTtlMs cuts a long record short', async (t) => {
     const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, maxTtlMs: 1000 })
     server.set('long.test', { a: ['10.0.2.1'], ttl: 3600 })
+    const asked = performance.now()
     await lookup('long.test')
+    t.ok(cache[kInspect]('long.test', 0).entry.expiresAt <= performance.now() + 1000, 'fresh for maxTtlMs, not the record\'s hour')
+    t.ok(cache[kInspect]('long.test', 0).entry.expiresAt >= asked + 1000)
     server.set('long.test', { a: ['10.0.2.2'], ttl: 3600 })
-    await sleep(1200)
+    t.ok(await untilStale(cache, 'long.test'))
     await lookup('long.test')
     t.ok(await eventually(async () => (await lookup('long.test')).address === '10.0.2.2'))
     t.equal(cache.stats().refreshes, 1)
@@ -85,7 +90,7 @@ for (const mode of ['refuse', 'servfail', 'blackhole']) {
     const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, errorTtlMs: 200, queryTimeoutMs: 300 })
     server.set('stale.test', { a: ['10.0.5.1'], ttl: 1 })
     await lookup('stale.test')
-    await sleep(1100)
+    t.ok(await untilStale(cache, 'stale.test'))
     server.mode = mode
     const queries = server.queries
     let answered = 0
@@ -115,34 +120,38 @@ for (const mode of ['refuse', 'servfail', 'blackhole']) {
 }
 
 t.test('past staleTtlMs while a slow refresh runs, callers wait for that refresh: never two at once', async (t) => {
-  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, staleTtlMs: 2000, queryTimeoutMs: 8000 })
+  // The refresh stays in flight until the server is told to answer (hold /
+  // release): no race between a delay and the clock.
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, staleTtlMs: 1000, queryTimeoutMs: 60_000 })
   server.set('slow.test', { a: ['10.0.6.5'], ttl: 1 })
   await lookup('slow.test') // in c-ares mode the TTL comes with the answer
-  await sleep(1200)
-  server.delayMs = 4000
+  t.ok(await untilStale(cache, 'slow.test'))
+  server.hold()
   server.set('slow.test', { a: ['10.0.6.6'], ttl: 60 })
   t.equal((await lookup('slow.test')).address, '10.0.6.5', 'stale, and one refresh starts')
-  await sleep(2300)
-  const late = await Promise.all([lookup('slow.test'), lookup('slow.test')])
-  t.same(late.map((a) => a.address), ['10.0.6.6', '10.0.6.6'], 'answered by the running refresh')
+  t.ok(await untilPast(cache, 'slow.test', 'staleUntil'), 'past staleTtlMs, the refresh still held')
+  const late = Promise.all([lookup('slow.test'), lookup('slow.test')])
+  t.ok(await eventually(() => cache.stats().coalesced === 1), 'both callers wait')
+  server.release()
+  t.same((await late).map((a) => a.address), ['10.0.6.6', '10.0.6.6'], 'answered by the running refresh')
   t.match(cache.stats(), { refreshes: 1, staleServed: 1, misses: 2, coalesced: 1, ttlQueries: 4 }, 'one refresh (A and AAAA), no second resolution')
 })
 
 t.test('serve-stale ends after staleTtlMs', async (t) => {
-  const { server, lookup } = await cacheWithServer(t, { minTtlMs: 0, staleTtlMs: 0, errorTtlMs: 0, queryTimeoutMs: 200 })
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, staleTtlMs: 0, errorTtlMs: 0, queryTimeoutMs: 200 })
   server.set('gone.test', { a: ['10.0.6.1'], ttl: 1 })
   await lookup('gone.test')
-  await sleep(1100)
+  t.ok(await untilStale(cache, 'gone.test'))
   server.mode = 'servfail'
   await t.rejects(lookup('gone.test'), { code: 'ESERVFAIL' })
 })
 
 t.test('an authoritative NXDOMAIN replaces a stale answer', async (t) => {
-  const { server, lookup } = await cacheWithServer(t, { minTtlMs: 0 })
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0 })
   server.set('deleted.test', { a: ['10.0.7.1'], ttl: 1 })
   await lookup('deleted.test')
   server.delete('deleted.test')
-  await sleep(1100)
+  t.ok(await untilStale(cache, 'deleted.test'))
   t.equal((await lookup('deleted.test')).address, '10.0.7.1', 'stale while the refresh runs')
   t.ok(await eventually(() => lookup('deleted.test').then(() => false, (err) => err.code === 'ENOTFOUND')))
 })
@@ -158,7 +167,7 @@ t.test('errors are cached for errorTtlMs, then asked again', async (t) => {
   t.equal(server.queries, queries, 'no query while the error is cached')
   t.equal(cache.stats().negativeHits, 50)
   server.set('missing.test', { a: ['10.0.8.1'], ttl: 60 })
-  await sleep(600)
+  t.ok(await untilPast(cache, 'missing.test', 'errorUntil'))
   t.same(await lookup('missing.test'), { address: '10.0.8.1', family: 4 })
   t.same(cache.stats().errors, { ENOTFOUND: 1 })
 })

@@ -6,7 +6,7 @@ const os = require('node:os')
 const path = require('node:path')
 const util = require('node:util')
 const { execFile } = require('node:child_process')
-const { cacheWithServer, eventually, sleep } = require('./helpers/dns-cache')
+const { cacheWithServer, eventually, untilStale } = require('./helpers/dns-cache')
 const { HostsFile, parseHosts } = require('../lib/dns/hosts')
 const { Expiry } = require('../lib/dns/expiry')
 const { queryTtl, decodeReply, encodeQuery, parseServer, wireName } = require('../lib/dns/ttl-query')
@@ -234,9 +234,19 @@ t.test('patch: undo restores once, and only while the wrapper is still in place'
 
 t.test('NODE_DEBUG=io-hygiene* logs lookups, refreshes and errors through channel subscribers', async (t) => {
   const code = `
+    const dc = require('node:diagnostics_channel')
     const { createDnsCache } = require(${JSON.stringify(require.resolve('..'))})
     const { startDnsServer } = require(${JSON.stringify(require.resolve('./helpers/dns-server'))})
+    const { untilStale, untilPast } = require(${JSON.stringify(require.resolve('./helpers/dns-cache'))})
     const lookup = (cache, name) => new Promise((resolve) => cache.lookup(name, () => resolve()))
+    // The next refresh's end, from its channel.
+    const refreshed = () => new Promise((resolve) => {
+      const onRefresh = (message) => {
+        dc.unsubscribe('io-hygiene:dns:refresh', onRefresh)
+        resolve(message)
+      }
+      dc.subscribe('io-hygiene:dns:refresh', onRefresh)
+    })
     ;(async () => {
       const server = await startDnsServer()
       server.set('a.test', { a: ['10.0.0.1'], ttl: 1 })
@@ -244,14 +254,16 @@ t.test('NODE_DEBUG=io-hygiene* logs lookups, refreshes and errors through channe
       await lookup(cache, 'a.test')
       await lookup(cache, 'nowhere.test')
       await lookup(cache, 'nowhere.test')
-      await new Promise((resolve) => setTimeout(resolve, 1100))
+      await untilStale(cache, 'a.test')
       server.mode = 'servfail'
+      let refresh = refreshed()
       await lookup(cache, 'a.test')
-      await new Promise((resolve) => setTimeout(resolve, 300))
+      await refresh
       server.mode = 'answer'
-      await new Promise((resolve) => setTimeout(resolve, 1100))
+      await untilPast(cache, 'a.test', 'retryAt')
+      refresh = refreshed()
       await lookup(cache, 'a.test')
-      await new Promise((resolve) => setTimeout(resolve, 300))
+      await refresh
       cache.close()
       await server.close()
     })()`
@@ -269,7 +281,7 @@ t.test('after a failed refresh the stale answer is served without a new refresh 
   const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, errorTtlMs: 60_000 })
   server.set('backoff.test', { a: ['10.6.6.1'], ttl: 1 })
   await lookup('backoff.test')
-  await sleep(1100)
+  t.ok(await untilStale(cache, 'backoff.test'))
   server.mode = 'refuse'
   await lookup('backoff.test')
   t.ok(await eventually(() => cache.stats().errors.EREFUSED === 1))
@@ -286,7 +298,7 @@ t.test('stale answers follow a record that moved, one refresh per expiry', async
   await lookup('mover.test')
   for (let round = 2; round <= 3; round++) {
     server.set('mover.test', { a: [`10.7.7.${round}`], ttl: 1 })
-    await sleep(1100)
+    t.ok(await untilStale(cache, 'mover.test'))
     await Promise.all(Array.from({ length: 20 }, () => lookup('mover.test')))
     t.ok(await eventually(async () => (await lookup('mover.test')).address === `10.7.7.${round}`))
   }

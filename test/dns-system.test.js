@@ -22,7 +22,7 @@ function run ({ nameserver }) {
   const dns = require('node:dns')
   const util = require('node:util')
   const { startDnsServer } = require('./helpers/dns-server')
-  const { eventually, sleep } = require('./helpers/dns-cache')
+  const { eventually, untilStale } = require('./helpers/dns-cache')
   const ioHygiene = require('..')
   const execFile = util.promisify(require('node:child_process').execFile)
 
@@ -219,7 +219,7 @@ function run ({ nameserver }) {
       const lookup = util.promisify(dns.lookup)
       t.equal((await lookup('flaky.test', 4)).address, '10.7.0.1')
       await eventually(() => cache.stats().ttlQueries >= 1)
-      await sleep(1100)
+      t.ok(await untilStale(cache, 'flaky.test', 8), `${mode}: the TTL runs out`)
       server.mode = mode
       const answers = await Promise.all(Array.from({ length: 50 }, () => lookup('flaky.test', 4)))
       t.ok(answers.every((a) => a.address === '10.7.0.1'), `${mode}: the stale answer, at once`)
@@ -260,8 +260,12 @@ function run ({ nameserver }) {
       const fetched = await fetch(`http://web.test:${port}/`, { headers: { connection: 'close' } })
       t.equal(await fetched.text(), 'ok')
     }
-    t.equal(server.count('web.test', 'A'), 2, 'one getaddrinfo A and one TTL query for 20 connections')
+    // The cache's own counters, not the server's: glibc retransmits when this
+    // process is slow to read its answer.
+    t.match(cache.stats(), { misses: 1, upstreamLookups: 1 }, 'one getaddrinfo for 20 connections')
     t.ok(cache.stats().hits >= 19)
+    t.ok(await eventually(() => cache.stats().ttlQueries === 1), 'and one TTL query, for A')
+    t.ok(server.count('web.test', 'A') >= 1)
 
     // udp4 and udp6 sockets each get the family they need from a dual-stack name.
     const r4 = dgram.createSocket('udp4')

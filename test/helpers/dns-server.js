@@ -10,6 +10,7 @@ class TestDnsServer {
   #socket = null
   #records = new Map() // name -> { A: [{ address, ttl }], AAAA: [...] }
   #pending = new Set()
+  #held = null // replies waiting for release(), while hold() is on
   mode = 'answer' // 'answer' | 'refuse' | 'servfail' | 'blackhole' | 'nxdomain'
   delayMs = 0
   queries = 0
@@ -36,6 +37,18 @@ class TestDnsServer {
     if (type) return this.queriesByName.get(`${name.toLowerCase()} ${type}`) ?? 0
     return (this.queriesByName.get(`${name.toLowerCase()} A`) ?? 0) +
       (this.queriesByName.get(`${name.toLowerCase()} AAAA`) ?? 0)
+  }
+
+  // Keep every reply from now on until release(): a resolution that stays in
+  // flight for exactly as long as a test needs, with no timer to outrun.
+  hold () {
+    this.#held ??= []
+  }
+
+  release () {
+    const held = this.#held ?? []
+    this.#held = null
+    for (const send of held) send()
   }
 
   resetCounts () {
@@ -81,7 +94,9 @@ class TestDnsServer {
     const send = () => {
       if (this.#socket) this.#socket.send(reply, rinfo.port, rinfo.address)
     }
-    if (this.delayMs > 0) {
+    if (this.#held !== null) {
+      this.#held.push(send)
+    } else if (this.delayMs > 0) {
       const timer = setTimeout(() => {
         this.#pending.delete(timer)
         send()
