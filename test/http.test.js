@@ -118,3 +118,123 @@ t.test('the per-origin connection cap holds under a burst', async (t) => {
   t.ok(peak > 1, 'requests did run in parallel')
   t.equal(handle.http.stats().connectionsOpened, server.counts.connections)
 })
+
+t.test('an upgrade passes through untouched, and its socket is never retired as idle', async (t) => {
+  const { server, handle } = await setup(t)
+  server.server.on('upgrade', (req, socket) => {
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n')
+    socket.pipe(socket)
+  })
+  await (await undici.request(server.url('/warm'))).body.text()
+  await new Promise(setImmediate) // its socket is idle again: the upgrade takes it
+  const { socket } = await undici.upgrade(server.url('/echo'), { upgrade: 'echo' })
+  t.teardown(() => socket.destroy())
+  socket.write('ping')
+  const [echo] = await Promise.all([new Promise((resolve) => socket.once('data', resolve))])
+  t.equal(String(echo), 'ping')
+  t.equal(server.counts.connections, 1, 'on the reused socket')
+  t.equal(handle.http.stats().requests, 2)
+})
+
+t.test('an abort while the response is awaited ends the request', async (t) => {
+  const { server, handle } = await setup(t)
+  server.handler = () => {} // never answers
+  const controller = new AbortController()
+  server.server.once('request', () => controller.abort())
+  const err = await fetch(server.url('/'), { signal: controller.signal }).catch((err) => err)
+  t.equal(err.name, 'AbortError')
+  const viaRequest = new AbortController()
+  server.server.once('request', () => viaRequest.abort())
+  const err2 = await undici.request(server.url('/'), { signal: viaRequest.signal }).catch((err) => err)
+  t.equal(err2.name, 'AbortError')
+  t.equal(handle.http.stats().retries.staleSocket + handle.http.stats().retries.connect, 0)
+})
+
+t.test('a large response flows with backpressure', async (t) => {
+  const { server } = await setup(t)
+  const chunk = Buffer.alloc(64 * 1024, 'x')
+  server.handler = (req, res) => {
+    let n = 0
+    const write = () => {
+      while (n < 160) {
+        n++
+        if (!res.write(chunk)) return res.once('drain', write)
+      }
+      res.end()
+    }
+    write()
+  }
+  const res = await undici.request(server.url('/big'))
+  await new Promise(setImmediate) // let undici's buffer fill, so it pauses us
+  let bytes = 0
+  for await (const part of res.body) bytes += part.length
+  t.equal(bytes, 160 * chunk.length)
+  const viaFetch = await fetch(server.url('/big'))
+  t.equal((await viaFetch.arrayBuffer()).byteLength, 160 * chunk.length)
+})
+
+t.test('a handler of undici\'s own API dispatched on ours sees one controller for the whole request', async (t) => {
+  const { server, handle } = await setup(t)
+  let calls = 0
+  server.handler = (req, res) => {
+    req.resume()
+    if (++calls === 1) return res.writeHead(503).end()
+    res.writeHead(200, { 'x-attempt': String(calls) })
+    res.write('o')
+    res.addTrailers({ done: '1' })
+    res.end('k')
+  }
+  const seen = await new Promise((resolve, reject) => {
+    const seen = { starts: 0, body: '' }
+    handle.http.dispatcher.dispatch({ origin: server.origin(), path: '/', method: 'GET' }, {
+      onRequestStart (controller) {
+        seen.starts++
+        seen.controller = controller
+        seen.aborted = controller.aborted
+        seen.reason = controller.reason
+      },
+      onResponseStart (controller, statusCode, headers) {
+        seen.statusCode = statusCode
+        seen.rawHeaders = controller.rawHeaders.map(String)
+        seen.paused = controller.paused
+      },
+      onResponseData (controller, chunk) { seen.body += chunk },
+      onResponseEnd (controller) {
+        seen.rawTrailers = controller.rawTrailers.map(String)
+        resolve(seen)
+      },
+      onResponseError (controller, err) { reject(err) },
+    })
+  })
+  t.equal(seen.starts, 1, 'one start for two attempts')
+  t.equal(seen.statusCode, 200)
+  t.equal(seen.body, 'ok')
+  t.equal(seen.aborted, false)
+  t.equal(seen.reason, null)
+  t.equal(seen.paused, false)
+  t.ok(seen.rawHeaders.includes('x-attempt') && seen.rawHeaders.includes('2'), 'the raw headers of the last attempt')
+  t.same(seen.rawTrailers, ['done', '1'])
+  seen.controller.abort(new Error('too late')) // after the end: nothing happens
+  t.equal(seen.controller.aborted, true)
+})
+
+t.test('FormData and Blob bodies are sent; a Blob can be sent again', async (t) => {
+  const { server } = await setup(t)
+  const bodies = []
+  server.handler = (req, res) => {
+    const chunks = []
+    req.on('data', (c) => chunks.push(c))
+    req.on('end', () => {
+      bodies.push(Buffer.concat(chunks).toString())
+      res.end('ok')
+    })
+  }
+  const form = new undici.FormData()
+  form.append('a', 'form value')
+  const viaForm = await undici.request(server.url('/form'), { method: 'POST', body: form })
+  t.equal(await viaForm.body.text(), 'ok')
+  t.match(bodies[0], /form value/)
+  const viaBlob = await undici.request(server.url('/blob'), { method: 'PUT', body: new Blob(['blob value']) })
+  t.equal(await viaBlob.body.text(), 'ok')
+  t.equal(bodies[1], 'blob value')
+})

@@ -44,7 +44,7 @@ function createAgent (cfg) {
   }
 
   const clientFactory = (sockets) => (origin, opts) => {
-    const conn = { state: null, untracked: false }
+    const conn = { state: null, sockets }
     const connect = opts.connect
     return new TrackedClient(origin, {
       ...opts,
@@ -53,7 +53,6 @@ function createAgent (cfg) {
           if (!err) {
             stats.connectionsOpened++
             conn.state = sockets.add(socket)
-            conn.state.untracked = conn.untracked
           }
           callback(err, socket)
         })
@@ -85,11 +84,10 @@ class TrackedClient extends Client {
     const attempt = opts[kAttempt]
     if (attempt !== undefined) {
       attempt.conn = this.#conn
-    } else {
-      // An upgrade or CONNECT holds the socket past its response: never
-      // count it idle.
-      this.#conn.untracked = true
-      if (this.#conn.state !== null) this.#conn.state.untracked = true
+    } else if (this.#conn.state !== null) {
+      // An upgrade or CONNECT: it takes the socket over. (On a fresh socket
+      // there is nothing to undo: it was never used, so never armed.)
+      this.#conn.sockets.untrack(this.#conn.state)
     }
     return super.dispatch(opts, handler)
   }

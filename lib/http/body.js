@@ -4,7 +4,8 @@
 
 // A body that can be sent again as it is.
 function isReplayable (body) {
-  return body == null || typeof body === 'string' || ArrayBuffer.isView(body) || body instanceof ArrayBuffer
+  return body == null || typeof body === 'string' || ArrayBuffer.isView(body) || body instanceof ArrayBuffer ||
+    body instanceof Blob
 }
 
 // A stream or async iterable: what fetch() hands the dispatcher for every body.

@@ -30,15 +30,17 @@ class OriginSockets {
 
   // A socket just connected; returns its state.
   add (socket) {
-    const s = { socket, requests: 0, running: 0, idleSince: 0, armed: false, untracked: false, closing: false }
+    const s = { socket, requests: 0, busy: false, idleSince: performance.now(), armed: false, closing: false }
     this.#sockets.add(s)
     socket.on('end', () => {
       // The server closed it. While idle, after answering with keep-alive:
       // that was its idle timer.
-      if (s.running === 0 && s.requests > 0 && !s.closing) this.learn(performance.now() - s.idleSince)
+      const learn = !s.busy && !s.closing
+      s.closing = true
+      if (learn) this.learn(performance.now() - s.idleSince)
     })
+    // Armed only while idle (started() disarms it).
     socket.on('timeout', () => {
-      if (s.running !== 0 || s.untracked) return
       this.#stats.socketsRetired++
       socket.destroy()
     })
@@ -51,7 +53,7 @@ class OriginSockets {
   started (s) {
     const idleMs = s.requests === 0 ? -1 : performance.now() - s.idleSince
     s.requests++
-    s.running++
+    s.busy = true
     if (s.armed) {
       s.armed = false
       s.socket.setTimeout(0)
@@ -60,12 +62,23 @@ class OriginSockets {
   }
 
   ended (s) {
-    if (--s.running !== 0) return
+    s.busy = false
     s.idleSince = performance.now()
-    if (this.retireAfterMs !== null && !s.untracked && !s.closing) {
-      s.armed = true
-      s.socket.setTimeout(this.retireAfterMs)
-    }
+    if (this.retireAfterMs !== null && !s.closing) this.#arm(s, this.retireAfterMs)
+  }
+
+  // An upgrade or CONNECT takes the socket over: it is no longer ours to
+  // retire or to learn from.
+  untrack (s) {
+    s.closing = true
+    s.armed = false
+    s.socket.setTimeout(0)
+    this.#sockets.delete(s)
+  }
+
+  #arm (s, ms) {
+    s.armed = true
+    s.socket.setTimeout(ms)
   }
 
   learn (idleMs) {
@@ -80,14 +93,13 @@ class OriginSockets {
     // Sockets idle now are as old as the one that was closed, or will be.
     const now = performance.now()
     for (const s of this.#sockets) {
-      if (s.running !== 0 || s.untracked || s.closing || s.requests === 0) continue
+      if (s.busy || s.closing) continue
       const idle = now - s.idleSince
       if (idle >= this.retireAfterMs) {
         this.#stats.socketsRetired++
         s.socket.destroy()
       } else {
-        s.armed = true
-        s.socket.setTimeout(Math.ceil(this.retireAfterMs - idle))
+        this.#arm(s, Math.ceil(this.retireAfterMs - idle))
       }
     }
   }

@@ -26,6 +26,7 @@ const TIMEOUT_KINDS = { UND_ERR_CONNECT_TIMEOUT: 'connect', UND_ERR_HEADERS_TIME
 function createRetryInterceptor (cfg, stats, originOf) {
   return (dispatch) => function dispatchSafely (opts, handler) {
     stats.requests++
+    // An upgrade or CONNECT is never retried, and owns its socket after.
     if (opts.upgrade || opts.method === 'CONNECT') return dispatch(opts, handler)
     const origin = originOf(opts.origin)
     origin.budget.request(Date.now())
@@ -56,7 +57,6 @@ class Controller {
   }
 
   abort (reason) {
-    if (this.#aborted) return
     this.#aborted = true
     this.#reason = reason
     this.#request.abort(reason)
@@ -89,6 +89,7 @@ class SafeRequest {
   #timer = null
   #deadline = null
   #deadlineError = null
+  #error = null // what ended it
   // The socket of the attempt being written, and what it held then.
   #socket = null // until the attempt ends
   #written = null // until the next attempt
@@ -113,6 +114,8 @@ class SafeRequest {
     }
     const body = this.#opts.body
     if (isReplayable(body)) return this.#send()
+    // A stream or async iterable (what fetch() hands on for every body) of a
+    // known small length is read first, so that it can be sent again.
     const length = isIterable(body) ? Number(headerValue(this.#opts.headers, 'content-length')) : NaN
     if (!(length <= maxReplayBodyBytes)) {
       this.#replayable = false
@@ -120,7 +123,7 @@ class SafeRequest {
     }
     readBody(body).then((buffer) => {
       this.#opts.body = buffer
-      if (!this.#done) this.#send()
+      this.#resend()
     }, (err) => this.#fail(err))
     return true
   }
@@ -146,27 +149,21 @@ class SafeRequest {
 
   onRequestStart (controller, context) {
     if (this.#done) {
-      controller.abort(this.#deadlineError ?? this.#controller.reason)
+      controller.abort(this.#error) // it was ended while queued
       return
     }
     this.attempt = controller
-    const s = this.conn?.state
-    if (s) {
-      this.#socket = s
-      this.#written = s
-      this.#bytesWritten = s.socket.bytesWritten
-      this.#bytesRead = s.socket.bytesRead
-      this.#idleMs = this.#origin.sockets.started(s)
-    }
-    if (this.#controller.paused) controller.pause()
+    // Our pool's client took this attempt and is writing it on its socket.
+    const s = this.conn.state
+    this.#socket = s
+    this.#written = s
+    this.#bytesWritten = s.socket.bytesWritten
+    this.#bytesRead = s.socket.bytesRead
+    this.#idleMs = this.#origin.sockets.started(s)
     if (!this.#startedCaller) {
       this.#startedCaller = true
       this.#handler.onRequestStart?.(this.#controller, context)
     }
-  }
-
-  onRequestUpgrade (controller, statusCode, headers, socket) {
-    this.#handler.onRequestUpgrade?.(this.#controller, statusCode, headers, socket)
   }
 
   onResponseStarted () {
@@ -174,10 +171,10 @@ class SafeRequest {
   }
 
   onResponseStart (controller, statusCode, headers, statusMessage) {
-    if (headers.connection === 'close' && this.#socket !== null) this.#socket.closing = true
+    if (headers.connection === 'close') this.#socket.closing = true
     if (!this.#responded && RETRY_STATUS.has(statusCode)) {
       const delayMs = this.#statusRetryDelay(headers['retry-after'])
-      if (delayMs !== null && this.#mayRetry('status', true)) {
+      if (delayMs !== null && this.#mayRetry('status', IDEMPOTENT.has(this.#opts.method))) {
         this.#retryAfterBody = { reason: 'status', delayMs, statusCode }
         return // its body is read and dropped; the retry starts when it ends
       }
@@ -205,7 +202,6 @@ class SafeRequest {
       const kind = TIMEOUT_KINDS[err?.code]
       if (kind !== undefined) this.#stats.timeouts[kind]++
     }
-    if (this.#retryAfterBody !== null && !this.#aborted) return this.#retry(this.#retryAfterBody)
     if (!this.#responded && !this.#aborted) {
       const retry = this.#errorRetry(err)
       if (retry !== null) return this.#retry(retry)
@@ -263,8 +259,7 @@ class SafeRequest {
   // longer than maxRetryDelayMs: the caller gets the response instead.
   #statusRetryDelay (retryAfter) {
     if (retryAfter === undefined) return this.#backoff()
-    const value = Array.isArray(retryAfter) ? retryAfter[0] : retryAfter
-    let ms = /^\s*\d+\s*$/.test(value) ? Number(value) * 1000 : Date.parse(value) - Date.now()
+    let ms = /^\s*\d+\s*$/.test(retryAfter) ? Number(retryAfter) * 1000 : Date.parse(retryAfter) - Date.now()
     if (Number.isNaN(ms)) return this.#backoff()
     if (ms < 0) ms = 0
     return ms <= this.#cfg.maxRetryDelayMs ? ms : null
@@ -297,13 +292,9 @@ class SafeRequest {
     this.#timer.unref()
   }
 
+  // undici's dispatch() never throws: it reports to onResponseError.
   #resend () {
-    if (this.#done) return
-    try {
-      this.#send()
-    } catch (err) {
-      this.#fail(err)
-    }
+    if (!this.#done) this.#send()
   }
 
   #onDeadline () {
@@ -333,7 +324,8 @@ class SafeRequest {
   }
 
   #fail (err) {
-    if (this.#done) return
+    if (this.#done) return // a body read that failed after the deadline
+    this.#error = err
     this.#finish()
     this.#handler.onResponseError?.(this.#controller, err)
   }
