@@ -43,13 +43,13 @@ export interface DnsOptions {
   staleTtlMs?: number
   /** How long an error is cached, and the wait between failed refreshes. Default 1000. */
   errorTtlMs?: number
-  /** Timeout of each c-ares query (TTL queries, and answers in `servers` mode). Default 2000. */
+  /** Timeout of each try (2 tries) of a TTL query, and of a c-ares query in `servers` mode. Default 2000. */
   queryTimeoutMs?: number
   /** Interval of the sweep that drops entries no longer servable. Default 60000. */
   sweepIntervalMs?: number
   /** Ask these DNS servers with c-ares instead of the system resolver. Default null. */
   servers?: string[] | null
-  /** The hosts file consulted first; null for none. Default /etc/hosts. */
+  /** The hosts file consulted first; names it lists never cause a DNS query. null for none. Default /etc/hosts. */
   hostsFile?: string | null
 }
 
