@@ -307,6 +307,21 @@ t.test('requests go through the global dispatcher', async (t) => {
   t.same(delivered(), [{ a: 1 }])
 })
 
+t.test('after install(), batches go through io-hygiene\'s dispatcher and its DNS cache', async (t) => {
+  const { install, uninstall } = require('..')
+  const { testDns } = require('./helpers/http-server')
+  const dns = await testDns(t, 'ingest.test')
+  const handle = install({ dns: dns.options })
+  t.teardown(() => uninstall())
+  const { server, delivered } = await ingest(t)
+  const sink = sinkFor(t, { url: server.url('/ingest', 'ingest.test') })
+  const records = range(300)
+  await Promise.all(records.map((r) => sink.push(r)))
+  t.same(delivered(), records)
+  t.equal(handle.http.stats().requests, sink.stats().requests, 'every request went through our dispatcher')
+  t.equal(handle.dns.stats().misses, 1, 'the host was resolved once, through the cache')
+})
+
 t.test('pushes that cannot be sent are refused at the call', async (t) => {
   const { url } = await ingest(t)
   const sink = sinkFor(t, { url, maxBatchBytes: 100, maxQueuedItems: 1, maxBatchItems: 1, overflow: 'reject', lingerMs: 60_000 })
