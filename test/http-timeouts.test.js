@@ -127,3 +127,18 @@ t.test('the deadline also covers reading a request body to replay it', async (t)
   const err2 = await undici.request(server.url('/'), { method: 'PUT', body: broken, headers: { 'content-length': '8' } }).catch((err) => err)
   t.equal(err2.message, 'no body')
 })
+
+t.test('a request waits at most headersTimeoutMs for a connection when the cap is reached', async (t) => {
+  const { server, handle } = await setup(t, { connections: 1, headersTimeoutMs: 300 })
+  server.handler = () => {} // hung: the only connection stays busy
+  const hold = new AbortController()
+  const held = undici.request(server.url('/hold'), { signal: hold.signal, headersTimeout: 60_000 }).catch((err) => err)
+  const queued = await undici.request(server.url('/queued')).catch((err) => err)
+  t.ok(queued instanceof HeadersTimeoutError, 'undici\'s class')
+  t.equal(queued.code, 'UND_ERR_HEADERS_TIMEOUT')
+  t.match(queued.message, /No connection within headersTimeoutMs/)
+  t.equal(handle.http.stats().timeouts.queue, 1)
+  hold.abort()
+  t.equal((await held).name, 'AbortError')
+  t.equal(server.counts.requests, 1, 'the queued request was never sent')
+})

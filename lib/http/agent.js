@@ -14,7 +14,7 @@ function createStats () {
   return {
     requests: 0,
     retries: { staleSocket: 0, connect: 0, status: 0 },
-    timeouts: { connect: 0, headers: 0, body: 0, deadline: 0 },
+    timeouts: { connect: 0, headers: 0, body: 0, queue: 0, deadline: 0 },
     connectionsOpened: 0,
     budgetRefusals: 0,
     idleClosesLearned: 0,

@@ -3,6 +3,7 @@
 const { errors: undiciErrors } = require('undici')
 const { channels } = require('../diagnostics')
 const { isReplayable, isIterable, readBody, headerValue, headerList } = require('./body')
+const { ConnectionQueue } = require('./queue')
 
 // The retries that are always safe, after Go's net/http
 // (Transport.shouldRetryRequest) and RFC 9110 section 9.2.2:
@@ -24,13 +25,14 @@ const SOCKET_ERRORS = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
 const TIMEOUT_KINDS = { UND_ERR_CONNECT_TIMEOUT: 'connect', UND_ERR_HEADERS_TIMEOUT: 'headers', UND_ERR_BODY_TIMEOUT: 'body' }
 
 function createRetryInterceptor (cfg, stats, originOf) {
+  const queue = new ConnectionQueue(cfg.headersTimeoutMs)
   return (dispatch) => function dispatchSafely (opts, handler) {
     stats.requests++
     // An upgrade or CONNECT is never retried, and owns its socket after.
     if (opts.upgrade || opts.method === 'CONNECT') return dispatch(opts, handler)
     const origin = originOf(opts.origin)
     origin.budget.request(Date.now())
-    return new SafeRequest(dispatch, opts, handler, cfg, stats, origin).start()
+    return new SafeRequest(dispatch, opts, handler, cfg, stats, origin, queue).start()
   }
 }
 
@@ -72,12 +74,14 @@ class Controller {
 class SafeRequest {
   attempt = null // undici's controller of the attempt being written
   conn = null // set by the pool's client that took the attempt (agent.js)
+  waitingSince = 0 // set by the connection queue
   #dispatch
   #opts
   #handler
   #cfg
   #stats
   #origin
+  #queue
   #controller = new Controller(this)
   #replayable = true
   #retries = 0
@@ -97,13 +101,14 @@ class SafeRequest {
   #bytesWritten = 0
   #bytesRead = 0
 
-  constructor (dispatch, opts, handler, cfg, stats, origin) {
+  constructor (dispatch, opts, handler, cfg, stats, origin, queue) {
     this.#dispatch = dispatch
     this.#opts = { ...opts, headers: headerList(opts.headers), [kAttempt]: this }
     this.#handler = handler
     this.#cfg = cfg
     this.#stats = stats
     this.#origin = origin
+    this.#queue = queue
   }
 
   start () {
@@ -133,6 +138,8 @@ class SafeRequest {
     this.conn = null
     this.#socket = null
     this.#written = null
+    this.#queue.delete(this) // a retry waits again, from now
+    this.#queue.add(this, Date.now())
     return this.#dispatch(this.#opts, this)
   }
 
@@ -153,6 +160,7 @@ class SafeRequest {
       return
     }
     this.attempt = controller
+    this.#queue.delete(this)
     // Our pool's client took this attempt and is writing it on its socket.
     const s = this.conn.state
     this.#socket = s
@@ -267,6 +275,7 @@ class SafeRequest {
 
   #retry ({ reason, delayMs, statusCode, error }) {
     this.#retryAfterBody = null
+    this.#queue.delete(this) // not waiting for a connection while it backs off
     this.#retries++
     this.#stats.retries[reason]++
     if (channels.httpRetry.hasSubscribers) {
@@ -311,8 +320,15 @@ class SafeRequest {
     }
   }
 
+  // Called by the connection queue: no connection came in time.
+  waitedTooLong (ms) {
+    this.#stats.timeouts.queue++
+    this.#fail(new undiciErrors.HeadersTimeoutError(`No connection within headersTimeoutMs (${ms} ms): the origin's connections are all busy`))
+  }
+
   #finish () {
     this.#done = true
+    this.#queue.delete(this)
     if (this.#timer !== null) {
       clearTimeout(this.#timer)
       this.#timer = null
