@@ -121,17 +121,25 @@ const QUEUED = 1
 const BATCHED = 2 // in a batch in flight or waiting to retry
 const DONE = 3
 
-// The small record push() allocates next to the caller's promise.
+// new Promise(capture) hands over its resolvers without a closure per call.
+let capturedResolve
+let capturedReject
+function capture (resolve, reject) {
+  capturedResolve = resolve
+  capturedReject = reject
+}
+
+// The one record push() allocates next to the caller's promise.
 class Pending {
-  constructor (item, bytes, key, seq, resolve, reject) {
+  constructor (item, bytes, key, seq, at) {
     this.item = item
     this.bytes = bytes
     this.key = key
     this.seq = seq
-    this.resolve = resolve
-    this.reject = reject
+    this.resolve = capturedResolve
+    this.reject = capturedReject
     this.state = WAITING
-    this.at = 0 // when push() was called: its deadline and its linger count from here
+    this.at = at // when push() was called: its deadline and its linger count from here
     this.unit = null // on the first of pushAll()'s waiting items: { items, bytes } admitted together
   }
 }
@@ -277,6 +285,12 @@ class Batcher {
   #wake = new WakeHeap()
   #waiting = new Fifo()
   #seq = 0
+  // The clock as read at the first push of a synchronous run of pushes (the
+  // callers one settle released, a burst of requests): their deadlines count
+  // from then, a little early and never late, for one clock read per run.
+  #clock = 0
+  #clockFresh = false
+  #lastGroup = null // pushes mostly repeat one group: skip the Map
   #flushUpTo = 0
   #held = 0 // admitted, not settled (queued or batched)
   #heldBytes = 0
@@ -335,11 +349,8 @@ class Batcher {
     // Nobody overtakes a waiting push: that would break call order.
     const fits = this.#waiting.length === 0 && this.#hasRoom(1, bytes)
     if (!fits && o.overflow === 'reject') return this.#drop(this.#queueFull('no room'))
-    let rec
-    const promise = new Promise((resolve, reject) => {
-      rec = new Pending(item, bytes, key, ++this.#seq, resolve, reject)
-    })
-    rec.at = performance.now()
+    const promise = new Promise(capture)
+    const rec = new Pending(item, bytes, key, ++this.#seq, this.#now())
     if (fits) {
       this.#admit(rec)
     } else {
@@ -380,16 +391,14 @@ class Batcher {
       const refused = this.#drop(err, n)
       return items.map(() => refused)
     }
-    const now = performance.now()
+    // One call time for all, so that they also expire together.
+    const now = this.#now()
     const records = new Array(n)
     const promises = new Array(n)
     for (let i = 0; i < n; i++) {
-      promises[i] = new Promise((resolve, reject) => {
-        records[i] = new Pending(items[i], sizes[i], keys[i], ++this.#seq, resolve, reject)
-      })
+      promises[i] = new Promise(capture)
+      records[i] = new Pending(items[i], sizes[i], keys[i], ++this.#seq, now)
     }
-    // One call time for all, so that they also expire together.
-    for (const rec of records) rec.at = now
     if (fits) {
       for (const rec of records) this.#admit(rec)
       return promises
@@ -398,6 +407,18 @@ class Batcher {
     for (const rec of records) this.#waiting.push(rec)
     if (this.#waiting.length === n) this.#schedule()
     return promises
+  }
+
+  #now () {
+    if (this.#clockFresh) return this.#clock
+    this.#clockFresh = true
+    queueMicrotask(this.#staleClock)
+    this.#clock = performance.now()
+    return this.#clock
+  }
+
+  #staleClock = () => {
+    this.#clockFresh = false
   }
 
   // Whether `count` more items of `bytes` in all stay within both bounds.
@@ -414,9 +435,9 @@ class Batcher {
   }
 
   flush (options) {
-    let timeoutMs
+    let timeoutMs = null
     try {
-      timeoutMs = resolve(`${this.#what} flush()`, waitSpec, options).timeoutMs
+      if (options !== undefined) timeoutMs = resolve(`${this.#what} flush()`, waitSpec, options).timeoutMs
     } catch (err) {
       return Promise.reject(err)
     }
@@ -455,10 +476,14 @@ class Batcher {
   #admit (rec) {
     const o = this.#options
     rec.state = QUEUED
-    let group = this.#groups.get(rec.key)
-    if (group === undefined) {
-      group = new Group(rec.key)
-      this.#groups.set(rec.key, group)
+    let group = this.#lastGroup
+    if (group === null || group.key !== rec.key || group.removed) {
+      group = this.#groups.get(rec.key)
+      if (group === undefined) {
+        group = new Group(rec.key)
+        this.#groups.set(rec.key, group)
+      }
+      this.#lastGroup = group
     }
     group.queue.push(rec)
     group.bytes += rec.bytes
@@ -676,18 +701,52 @@ class Batcher {
     this.#schedule()
   }
 
+  // Per record only what a caller sees: its promise resolved. The books,
+  // and flush() or close() waiters, are kept per batch.
   #settle = (records, value) => {
     let flushed = 0
+    let bytes = 0
+    let skipped = 0 // expired in flight, so already counted: the oldest, a prefix
     for (let i = 0; i < records.length; i++) {
       const rec = records[i]
-      if (rec.state === DONE) continue
+      if (rec.state === DONE) {
+        skipped++
+        continue
+      }
+      rec.state = DONE
       rec.resolve(value === undefined ? undefined : value[i])
-      this.#release(rec)
+      bytes += rec.bytes
       flushed++
     }
+    this.#batched -= flushed
+    this.#held -= flushed
+    this.#heldBytes -= bytes
     this.#counters.flushed += flushed
+    // After the callers, so that a waiter never resolves first.
+    if (this.#waiters.length > 0 && flushed > 0) this.#countSettled(records, skipped)
     // Their room may admit pushes that wait for it.
     if (this.#waiting.length > 0) this.#schedule()
+  }
+
+  // A batch is one group's records in push order, so the ones a waiter
+  // counts (pushed before its flush()) are a prefix: a binary search each.
+  #countSettled (records, skipped) {
+    const waiters = this.#waiters
+    for (let w = waiters.length - 1; w >= 0; w--) {
+      const waiter = waiters[w]
+      let lo = 0
+      let hi = records.length
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1
+        if (records[mid].seq <= waiter.seq) lo = mid + 1
+        else hi = mid
+      }
+      const settled = lo - skipped
+      if (settled > 0 && (waiter.remaining -= settled) === 0) {
+        this.#unwait(waiter)
+        waiter.resolve()
+      }
+    }
   }
 
   #retriable (err) {

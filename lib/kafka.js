@@ -93,8 +93,19 @@ function requestGroup (acks, timeout, compression) {
 // Indexed by acks + 1 (acks is -1, 0 or 1).
 const PLAIN_REQUESTS = [-1, 0, 1].map((acks) => requestGroup(acks, undefined, undefined))
 
-// The batcher works on messages: { topic, message, bytes, request }, where
-// request holds what must be equal within one Produce request.
+const NO_METADATA = Object.freeze([])
+
+// The batcher works on messages: the one record a message costs us besides
+// its caller's promise and the batcher's. `request` holds what must be equal
+// within one Produce request.
+class Item {
+  constructor (topic, message, bytes, request) {
+    this.topic = topic
+    this.message = message
+    this.bytes = bytes
+    this.request = request
+  }
+}
 function sizeOf (item) {
   return item.bytes
 }
@@ -210,8 +221,7 @@ class WrappedProducer {
     if (record === null || typeof record !== 'object') {
       return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT('send()', 'the argument must be an object'))
     }
-    const { topic, messages, acks, timeout, compression } = record
-    return this.#enqueue('send()', [{ topic, messages }], acks, timeout, compression)
+    return this.#enqueue('send()', null, record.topic, record.messages, record.acks, record.timeout, record.compression)
   }
 
   // kafkajs's sendBatch(): the same, for several topics in one call.
@@ -219,11 +229,12 @@ class WrappedProducer {
     if (batch === null || typeof batch !== 'object' || !Array.isArray(batch.topicMessages)) {
       return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT('sendBatch()', '"topicMessages" must be an array'))
     }
-    const { topicMessages, acks, timeout, compression } = batch
-    return this.#enqueue('sendBatch()', topicMessages, acks, timeout, compression)
+    return this.#enqueue('sendBatch()', batch.topicMessages, undefined, undefined, batch.acks, batch.timeout, batch.compression)
   }
 
-  #enqueue (method, topicMessages, acks = -1, timeout, compression) {
+  // One call: sendBatch()'s topicMessages, or send()'s topic and messages
+  // (topicMessages null, so that send() allocates no wrapper for them).
+  #enqueue (method, topicMessages, topic, messages, acks = -1, timeout, compression) {
     // Named for the caller: the batcher underneath is ours, not theirs.
     if (this.#batcher.closed) return Promise.reject(new ERR_IO_HYGIENE_CLOSED(`${method}: the kafka producer`))
     // Everything is checked before the first message is queued: kafkajs
@@ -236,32 +247,49 @@ class WrappedProducer {
       return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, 'the idempotent producer needs acks=-1 (the kafkajs default)'))
     }
     const request = this.#requestOf(acks, timeout, compression)
-    const items = []
-    for (const entry of topicMessages) {
-      if (entry === null || typeof entry !== 'object' || !this.#isTopicName(entry.topic)) {
-        return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"topic" must be a valid Kafka topic name, got ${JSON.stringify(entry?.topic)}`))
+    // The usual call is one message: its record goes to the batcher alone,
+    // and an array is made only for a second one.
+    let first = null
+    let items = null
+    const entries = topicMessages === null ? 1 : topicMessages.length
+    for (let e = 0; e < entries; e++) {
+      if (topicMessages !== null) {
+        const entry = topicMessages[e]
+        topic = entry?.topic
+        messages = entry?.messages
+        if (entry === null || typeof entry !== 'object') topic = undefined
       }
-      if (!Array.isArray(entry.messages)) {
-        return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"messages" for topic "${entry.topic}" must be an array`))
+      if (!this.#isTopicName(topic)) {
+        return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"topic" must be a valid Kafka topic name, got ${JSON.stringify(topic)}`))
       }
-      for (const message of entry.messages) {
+      if (!Array.isArray(messages)) {
+        return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"messages" for topic "${topic}" must be an array`))
+      }
+      for (let m = 0; m < messages.length; m++) {
+        const message = messages[m]
         if (message === null || typeof message !== 'object' || message.value === undefined) {
-          return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `every message for topic "${entry.topic}" needs a "value" (null for a tombstone)`))
+          return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `every message for topic "${topic}" needs a "value" (null for a tombstone)`))
         }
         const bytes = messageBytes(message)
         // pushAll() would refuse the whole call too; checked here so that the
         // error names the call and the topic, not the batcher.
         if (bytes > this.#maxBatchBytes) {
-          return Promise.reject(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${entry.topic}"`, bytes, this.#maxBatchBytes))
+          return Promise.reject(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${topic}"`, bytes, this.#maxBatchBytes))
         }
-        items.push({ topic: entry.topic, message, bytes, request })
+        const item = new Item(topic, message, bytes, request)
+        if (first === null) {
+          first = item
+        } else {
+          if (items === null) items = [first]
+          items.push(item)
+        }
       }
     }
-    if (items.length === 0) return Promise.resolve([])
+    if (first === null) return Promise.resolve([])
     // One message (the usual send()): the batcher's own promise. A call of
     // several is queued whole or refused whole (pushAll).
-    const pending = items.length === 1
-      ? this.#batcher.push(items[0])
+    const pending = items === null
+      ? this.#batcher.push(first)
       : Promise.all(this.#batcher.pushAll(items)).then(merge)
     if (!this.#busy && !this.#kicked) {
       // Nothing in flight: flush now. The batch is cut in a microtask, so the
@@ -270,9 +298,13 @@ class WrappedProducer {
       this.#kicked = true
       // Cleared when the batch starts; and here too, for a flush that found
       // nothing to send (every push refused), or the next send would linger.
-      this.#batcher.flush().then(() => { this.#kicked = false })
+      this.#batcher.flush().then(this.#unkick)
     }
     return pending
+  }
+
+  #unkick = () => {
+    this.#kicked = false
   }
 
   // Sends mostly repeat one topic: remember the last name that passed.
@@ -305,38 +337,77 @@ class WrappedProducer {
   }
 
   async #produce (items) {
+    // Messages by topic, in call order; a batch mostly has one topic.
     const byTopic = new Map()
-    for (const item of items) {
-      const list = byTopic.get(item.topic)
-      if (list === undefined) byTopic.set(item.topic, [item.message])
-      else list.push(item.message)
+    let lastTopic = null
+    let list = null
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]
+      if (item.topic !== lastTopic) {
+        lastTopic = item.topic
+        list = byTopic.get(lastTopic)
+        if (list === undefined) {
+          list = []
+          byTopic.set(lastTopic, list)
+        }
+      }
+      list.push(item.message)
     }
     const { acks, timeout, compression } = items[0].request
     const request = { acks, topicMessages: Array.from(byTopic, ([topic, messages]) => ({ topic, messages })) }
     if (timeout !== undefined) request.timeout = timeout
     if (compression !== undefined) request.compression = compression
     const metadata = await this.#producer.sendBatch(request)
-    const entries = new Map()
-    for (const entry of Array.isArray(metadata) ? metadata : []) {
-      const list = entries.get(entry.topicName)
-      if (list === undefined) entries.set(entry.topicName, [entry])
-      else list.push(entry)
-    }
-    return items.map((item) => {
-      const list = entries.get(item.topic) ?? []
-      const partition = item.message.partition
-      // Each caller gets its own array.
-      return Number.isInteger(partition) ? list.filter((entry) => entry.partition === partition) : list.slice()
-    })
+    return results(items, Array.isArray(metadata) ? metadata : NO_METADATA)
   }
+}
+
+// Each message's result: the response's entries for its topic, only its
+// partition's when it named one. One frozen array per topic (and per named
+// partition) serves all of a request's callers: no copy per caller, and
+// frozen (entries too), so that no caller can see another change it.
+function results (items, metadata) {
+  const byTopic = new Map()
+  for (const entry of metadata) {
+    Object.freeze(entry)
+    const list = byTopic.get(entry.topicName)
+    if (list === undefined) byTopic.set(entry.topicName, [entry])
+    else list.push(entry)
+  }
+  for (const list of byTopic.values()) Object.freeze(list)
+  const out = new Array(items.length)
+  let byPartition = null
+  let lastTopic = null
+  let last = NO_METADATA
+  for (let i = 0; i < items.length; i++) {
+    const item = items[i]
+    const partition = item.message.partition
+    if (Number.isInteger(partition)) {
+      byPartition ??= new Map()
+      const key = `${item.topic}\0${partition}`
+      let own = byPartition.get(key)
+      if (own === undefined) {
+        own = Object.freeze((byTopic.get(item.topic) ?? NO_METADATA).filter((entry) => entry.partition === partition))
+        byPartition.set(key, own)
+      }
+      out[i] = own
+      continue
+    }
+    if (item.topic !== lastTopic) {
+      lastTopic = item.topic
+      last = byTopic.get(lastTopic) ?? NO_METADATA
+    }
+    out[i] = last
+  }
+  return out
 }
 
 // A call's RecordMetadata: one entry per topic and partition, the first
 // request's when its messages went out in more than one.
-function merge (results) {
+function merge (lists) {
   const seen = new Set()
   const out = []
-  for (const list of results) {
+  for (const list of lists) {
     for (const entry of list) {
       const id = `${entry.topicName}\0${entry.partition}`
       if (seen.has(id)) continue
@@ -344,7 +415,7 @@ function merge (results) {
       out.push(entry)
     }
   }
-  return out
+  return Object.freeze(out)
 }
 
 // Decorates a kafkajs producer (duck-typed: connect, disconnect, sendBatch,

@@ -239,6 +239,20 @@ t.test('flush() waits for everything pushed before it, and only that', async (t)
   await Promise.all([later, f2])
 })
 
+t.test('flush() counts only what was pushed before it, also within one batch', async (t) => {
+  const sink = manualSink()
+  const b = make(t, { send: sink.send, flushWhenIdle: false, flushIntervalMs: 60_000 })
+  const a = b.push('a')
+  const flushed = b.flush()
+  const later = b.push('b') // joins a's batch, but is not flush()'s to wait for
+  await until(() => sink.calls.length === 1, 'the batch')
+  t.same(sink.calls[0].items, ['a', 'b'])
+  const waiting = b.flush()
+  sink.calls[0].resolve(['A', 'B'])
+  await Promise.all([flushed, waiting])
+  t.same(await Promise.all([a, later]), ['A', 'B'])
+})
+
 t.test('flush({ timeoutMs }) rejects with ERR_IO_HYGIENE_TIMEOUT and the items carry on', async (t) => {
   const sink = manualSink()
   const b = make(t, { send: sink.send, flushWhenIdle: false, flushIntervalMs: 60_000 })
@@ -538,6 +552,8 @@ t.test('an item in flight at its deadline is rejected then; the group waits for 
   const clock = fakeClock(t)
   const c = make(t, { send: sink.send, deliveryTimeoutMs: 200, flushWhenIdle: false, flushIntervalMs: 60_000, retryBackoffMs: 0, maxRetryBackoffMs: 0 })
   const old = caught(c.push('old'))
+  // The batcher reads the clock once per synchronous run of pushes.
+  await tick()
   clock.set(120)
   const young = c.push('young')
   const flushed = c.flush()
@@ -612,6 +628,29 @@ t.test('a flush() that finds queued items past their deadline rejects them, send
   t.match(await p, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT' })
   t.equal(sink.calls.length, 0)
   t.match(b.stats(), { queued: 0, rejected: 1 })
+})
+
+t.test('a batch acknowledged after part of it expired in flight: the rest resolve, flush() counts each once', async (t) => {
+  const clock = fakeClock(t)
+  const sink = manualSink()
+  const b = make(t, { send: sink.send, deliveryTimeoutMs: 200, flushWhenIdle: false, flushIntervalMs: 60_000 })
+  const old = caught(b.push('old'))
+  await tick()
+  clock.set(120)
+  const young = b.push('young')
+  let flushed = false
+  b.flush().then(() => { flushed = true })
+  await until(() => sink.calls.length === 1, 'send')
+  clock.set(210)
+  const late = b.flush()
+  t.match(await old, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT' })
+  t.equal(flushed, false, 'young is still in flight')
+  sink.calls[0].resolve(['o', 'y'])
+  t.equal(await young, 'y')
+  await late
+  await until(() => flushed, 'the first flush()')
+  t.match(b.stats(), { flushed: 1, rejected: 1, inFlight: 0, queued: 0 })
+  clock.restore()
 })
 
 t.test('queued items behind a failing batch expire too, carrying its error', async (t) => {

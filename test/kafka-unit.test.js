@@ -107,6 +107,30 @@ t.test('a request answered with no metadata (acks=0: kafkajs answers []) resolve
   t.equal(producer.calls.requests[0].acks, 0)
 })
 
+t.test('one request\'s callers share one read-only RecordMetadata array per topic, not a copy each', async (t) => {
+  const producer = fakeProducer()
+  const wrapped = wrapProducer(producer)
+  t.teardown(() => wrapped.disconnect())
+  const [a, b, named, several] = await Promise.all([
+    wrapped.send({ topic: 't', messages: [{ value: 'a' }] }),
+    wrapped.send({ topic: 't', messages: [{ value: 'b' }] }),
+    wrapped.send({ topic: 't', messages: [{ value: 'c', partition: 0 }] }),
+    wrapped.send({ topic: 't', messages: [{ value: 'd' }, { value: 'e' }] }),
+  ])
+  t.equal(producer.calls.requests.length, 1)
+  t.equal(a, b, 'the same array for two callers of one request')
+  t.ok(Object.isFrozen(a) && a.every(Object.isFrozen), 'frozen, entries too: no caller can change what another sees')
+  t.throws(() => a.push({}), TypeError)
+  t.ok(Object.isFrozen(named) && Object.isFrozen(several))
+  t.same(several, a)
+})
+
+t.test('a duck-typed producer that answers with no array: each call resolves with []', async (t) => {
+  const wrapped = wrapProducer(fakeProducer({ sendBatch: async () => undefined }))
+  t.teardown(() => wrapped.disconnect())
+  t.same(await wrapped.send({ topic: 't', messages: [{ value: 'v' }] }), [])
+})
+
 t.test('retriable errors are retried, others reject the callers with kafkajs\'s error unchanged', async (t) => {
   let failures = 2
   const transient = Object.assign(new Error('Connection error'), { name: 'KafkaJSNonRetriableError', retriable: false, cause: Object.assign(new Error('ECONNREFUSED'), { name: 'KafkaJSConnectionError', retriable: true }) })
