@@ -287,6 +287,28 @@ t.test('flushOnSignals joins the shutdown listeners until close()', async (t) =>
   t.equal(process.listenerCount('SIGTERM'), before)
 })
 
+t.test('with flushOnSignals, SIGTERM sends what lingers before the process dies of it', async (t) => {
+  const { spawn } = require('node:child_process')
+  const { delivered, url } = await ingest(t)
+  const code = `
+    const { createHttpSink } = require(${JSON.stringify(require.resolve('../lib/http/sink'))})
+    const sink = createHttpSink({ url: process.argv[1], flushOnSignals: true, lingerMs: 60000 })
+    for (let i = 0; i < 3; i++) sink.push({ i }).then(() => process.stdout.write('delivered ' + i + '\\n'))
+    setInterval(() => {}, 1000) // the service's own work keeps it up
+    process.stdout.write('ready\\n')`
+  const child = spawn(process.execPath, ['-e', code, url], { stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => child.kill('SIGKILL'))
+  let out = ''
+  child.stdout.on('data', (d) => { out += d })
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  t.ok(await eventually(() => out.includes('ready')), 'the child pushed')
+  t.same(delivered(), [], 'nothing sent yet: it lingers')
+  child.kill('SIGTERM')
+  t.same(await exited, { code: null, signal: 'SIGTERM' }, 'it dies of the signal, after the flush')
+  t.same(delivered(), [{ i: 0 }, { i: 1 }, { i: 2 }])
+  t.match(out, /delivered 0\ndelivered 1\ndelivered 2\n/)
+})
+
 t.test('requests go through the global dispatcher', async (t) => {
   const { delivered, url } = await ingest(t)
   const sink = sinkFor(t, { url })
