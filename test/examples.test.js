@@ -31,6 +31,11 @@ const keyLines = {
     t.match(out, /^ {2}example\.requests:1\|c\|#service:checkout$/m, 'with the metrics in it')
     t.match(out, /^client counters: /m, 'and the client printed its counters')
   },
+  'monitor.js': (t, out) => {
+    t.match(out, /^ALERT .*GetAddrInfoReqWrap/m, 'with the dns module off, the flood raises the alert')
+    t.match(out, /install\(\{ dns: true \}\)/, 'and the alert names the fix')
+    t.match(out, /=== dns module on ===[^]*^\d+ lookups; no alert$/m, 'with it on, the same flood raises none')
+  },
   'register.js': (t, out) => {
     t.match(out, /installed before the app: yes, dns module: on; 200 lookups: 1 getaddrinfo calls in flight/, 'with -r: one getaddrinfo')
     t.match(out, /installed before the app: yes, dns module: off; 200 lookups: \d+ getaddrinfo calls in flight/, 'IO_HYGIENE_DNS=0 turns it off')
