@@ -22,6 +22,7 @@
 // Standalone: `node bench/http-events.js [--json] [--events N] [--in-flight N]`.
 const http = require('node:http')
 const { spawn } = require('node:child_process')
+const { round } = require('./common')
 
 const LABELS = ['baseline', 'io-hygiene']
 const CHILD_TIMEOUT_MS = 300_000
@@ -48,9 +49,12 @@ async function events ({ host = 'localhost', count = 50_000, inFlight = 500 } = 
   } finally {
     await server.close()
   }
+  const [base, ours] = runs
+  const ratios = `io-hygiene: ${round(base.httpRequests / ours.httpRequests)}x fewer requests, ` +
+    `${round(ours.eventsPerSec / base.eventsPerSec)}x the events/s`
   return {
     name: 'events',
-    note: `${count.toLocaleString('en-US')} events, ${inFlight} in flight, to ${host}` +
+    note: `${count.toLocaleString('en-US')} events, ${inFlight} in flight, to ${host}; ${ratios}` +
       (failed.length > 0 ? `; ${failed.join('; ')}` : ''),
     runs,
   }
