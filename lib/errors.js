@@ -6,14 +6,15 @@ const codes = {}
 
 // As Node's own errors: `name` is the base class's ("TypeError"), and the
 // code shows in the stack ("TypeError [ERR_...]: ...") because the name holds
-// it for the moment the stack is formatted. With `showCause`, the cause's
+// it for the moment the stack is formatted. `message` builds the message from
+// the constructor's arguments. With `showCause`, the cause's
 // message ends the message, so the reason is read where people read.
 function createError (code, message, Base = Error, { showCause = false } = {}) {
   class IoHygieneError extends Base {
     constructor (...args) {
       const last = args[args.length - 1]
       const options = last !== null && typeof last === 'object' && 'cause' in last ? args.pop() : undefined
-      let text = typeof message === 'function' ? message(...args) : message
+      let text = message(...args)
       if (showCause && options?.cause?.message) text += ` (${options.cause.message})`
       super(text, options)
       this.code = code
