@@ -152,7 +152,7 @@ class HttpSink {
   #refusedBytes = Infinity // the smallest body that got a 413
   #lastFailure = null // of a request to be tried again, until a 2xx
   #awaited = 0 // flush() and close() calls not settled yet
-  #sleeps = new Set()
+  #sleeps = new Map() // Retry-After timers -> what ends their wait
   #requests = new Set() // AbortControllers of requests in flight
   #counters = {
     pushed: 0,
@@ -227,13 +227,17 @@ class HttpSink {
   }
 
   // Sends everything held; at timeoutMs, what is left is rejected with
-  // ERR_IO_HYGIENE_TIMEOUT and requests still in flight are aborted.
+  // ERR_IO_HYGIENE_TIMEOUT. Then nothing of the sink is left running: a
+  // request still in flight is aborted and a Retry-After wait ended.
   close (options) {
-    return this.#await(this.#batcher.close(options)).catch((err) => {
-      if (this.#batcher.closed) {
-        for (const controller of this.#requests) controller.abort(new ERR_IO_HYGIENE_CLOSED(this.#options.name))
+    return this.#await(this.#batcher.close(options)).finally(() => {
+      if (!this.#batcher.closed) return
+      for (const controller of this.#requests) controller.abort(new ERR_IO_HYGIENE_CLOSED(this.#options.name))
+      for (const [timer, wake] of this.#sleeps) {
+        clearTimeout(timer)
+        wake()
       }
-      throw err
+      this.#sleeps.clear()
     })
   }
 
@@ -269,9 +273,9 @@ class HttpSink {
   // Timers that a caller of flush() or close() waits behind are ref'd, and
   // only then: a background sink does not keep the process alive.
   #await (promise) {
-    if (this.#awaited++ === 0) for (const sleep of this.#sleeps) sleep.ref()
+    if (this.#awaited++ === 0) for (const timer of this.#sleeps.keys()) timer.ref()
     return promise.finally(() => {
-      if (--this.#awaited === 0) for (const sleep of this.#sleeps) sleep.unref()
+      if (--this.#awaited === 0) for (const timer of this.#sleeps.keys()) timer.unref()
     })
   }
 
@@ -282,7 +286,7 @@ class HttpSink {
         resolve()
       }, delay)
       if (this.#awaited === 0) timer.unref()
-      this.#sleeps.add(timer)
+      this.#sleeps.set(timer, resolve)
     })
   }
 
