@@ -100,11 +100,15 @@ export declare function createDnsCache(options?: DnsOptions): DnsCache
 export interface InstallOptions {
   /** The dns.lookup cache; false leaves dns.lookup alone. Default true. */
   dns?: boolean | DnsOptions
+  /** The monitor; off by default. */
+  monitor?: boolean | MonitorOptions
 }
 
 export interface Installation {
   /** The installed cache, or null when the dns module is off. */
   readonly dns: DnsCache | null
+  /** The monitor, or null when it is off (the default). */
+  readonly monitor: Monitor | null
   /** The options in effect (IO_HYGIENE_* variables over code, defaults for the rest). */
   readonly options: { readonly dns: false | Readonly<Required<DnsOptions>>; readonly [module: string]: false | Readonly<Record<string, unknown>> }
   /** Same as the top-level uninstall(). */
@@ -418,3 +422,124 @@ export interface WrappedProducer<P extends KafkaProducerLike = KafkaProducerLike
 }
 
 export declare function wrapProducer<P extends KafkaProducerLike>(producer: P, options?: WrapProducerOptions): WrappedProducer<P>
+
+// monitor
+
+/** A condition string, `'<metric> <op> <number> [for <n> samples]'`, or its object form. */
+export type MonitorCondition = string | {
+  when: string
+  name?: string
+  /** Consecutive samples the condition must hold; overrides the string's `for`. */
+  for?: number
+  cooldownMs?: number
+  /** Take a CPU profile when it fires (needs profileDir). Default true. */
+  profile?: boolean
+  /** Take a heap snapshot when it fires (needs heapSnapshotDir). Default false. */
+  heapSnapshot?: boolean
+}
+
+export interface MonitorOptions {
+  /** Sampling interval (one unref'd timer). Default 1000. */
+  intervalMs?: number
+  /** monitorEventLoopDelay's resolution. Default 10. */
+  delayResolutionMs?: number
+  /** Default: GetAddrInfoReqWrap > 100, delayP99Ms > 100, elu > 0.9, each for 3 samples. */
+  conditions?: readonly MonitorCondition[]
+  /** Least time between two firings of one condition. Default 300000. */
+  cooldownMs?: number
+  /** Gets one warn(line) per firing. Default null. */
+  logger?: { warn(message: string): unknown } | null
+  /** A createStatsd() client: gauges and window histograms each sample. Default null. */
+  statsd?: { gauge(name: string, value: number, tags?: Record<string, string>): unknown; increment(name: string, value?: number, tags?: Record<string, string>): unknown } | null
+  /** Prefix of the StatsD names. Default 'nodejs.'. */
+  statsdPrefix?: string
+  /** A prom-client Registry to register io_hygiene_* metrics into. Default null. */
+  registry?: { registerMetric(metric: any): void; getSingleMetric(name: string): any; removeSingleMetric(name: string): void } | null
+  /** Where CPU profiles go; null: none are taken. Default null. */
+  profileDir?: string | null
+  /** Length of a CPU profile. Default 2000. */
+  profileDurationMs?: number
+  /** Where heap snapshots go; null: none are taken. Default null. */
+  heapSnapshotDir?: string | null
+  /** No heap snapshot when more heap than this is in use. Default 268435456. */
+  heapSnapshotMaxBytes?: number
+}
+
+export interface MonitorSample {
+  timestamp: number
+  requests: number
+  handles: number
+  requestsByType: Record<string, number>
+  handlesByType: Record<string, number>
+  delayP50Ms: number
+  delayP99Ms: number
+  delayMaxMs: number
+  elu: number
+  heapUsedBytes: number
+  heapTotalBytes: number
+  rssBytes: number
+  gcCount: number
+  gcPauseMs: number
+  /** Main-thread time this sample took. */
+  costUs: number
+}
+
+/** What io-hygiene:monitor:alert carries. */
+export interface MonitorAlert {
+  name: string
+  metric: string
+  value: number
+  op: '>' | '>=' | '<' | '<='
+  threshold: number
+  samples: number
+  /** What io-hygiene can fix, when the metric is a request type it removes. */
+  fix: string | null
+  timestamp: number
+  sample: MonitorSample
+  profile: string | null
+  heapSnapshot: string | null
+}
+
+export interface MonitorStats {
+  samples: number
+  alerts: number
+  profiles: number
+  profilesSkipped: number
+  heapSnapshots: number
+  heapSnapshotsSkipped: number
+  errors: number
+}
+
+export interface Monitor {
+  /** Takes a sample now, evaluates the conditions on it and publishes it. */
+  sample(): MonitorSample
+  /** The latest sample and every operation histogram, as text. */
+  report(): string
+  stats(): MonitorStats
+  /** Stops sampling; resolves once a CPU profile in flight is written. */
+  close(): Promise<void>
+}
+
+export declare function createMonitor(options?: MonitorOptions): Monitor
+
+export interface HistogramJSON { count: number; sumMs: number; maxMs: number; buckets: Record<string, number> }
+
+/** Power-of-two (µs) latency histogram; values in ms. */
+export declare class Histogram {
+  readonly buckets: Float64Array
+  readonly count: number
+  readonly sumMs: number
+  readonly maxMs: number
+  record(ms: number): void
+  merge(other: Histogram | HistogramJSON): this
+  since(earlier: Histogram): Histogram
+  copy(): Histogram
+  reset(): void
+  percentile(p: number): number
+  render(title?: string): string
+  toJSON(): HistogramJSON
+  static from(json: HistogramJSON): Histogram
+}
+
+/** The process's histogram for an operation kind and label set; keep it, then record(). */
+export declare function histogram(kind: string, labels?: Record<string, string>): Histogram
