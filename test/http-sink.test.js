@@ -70,7 +70,7 @@ t.test('JSON-array bodies, gzip, and the caller\'s headers', async (t) => {
     url: new URL(url),
     format: 'json',
     compression: 'gzip',
-    headers: { Authorization: 'Bearer s3cret', 'Content-Type': 'application/json; charset=utf-8' },
+    headers: Object.assign(Object.create(null), { Authorization: 'Bearer s3cret', 'Content-Type': 'application/json; charset=utf-8' }),
     method: 'PUT',
   })
   const records = range(300)
@@ -386,6 +386,8 @@ t.test('every option is validated with a coded error', async (t) => {
     [{ url, method: 'GET' }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, headers: 'x' }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, headers: [] }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
+    [{ url, headers: new Headers({ authorization: 'x' }) }, 'ERR_IO_HYGIENE_INVALID_OPTION', /a plain object/],
+    [{ url: 'http://user:secret@localhost/' }, 'ERR_IO_HYGIENE_INVALID_OPTION', /without credentials/],
     [{ url, headers: { 'bad name': 'x' } }, 'ERR_IO_HYGIENE_INVALID_OPTION', /headers\["bad name"\]/],
     [{ url, headers: { 'Content-Length': '5' } }, 'ERR_IO_HYGIENE_INVALID_OPTION', /the sink sets those/],
     [{ url, headers: { 'x-a': 5 } }, 'ERR_IO_HYGIENE_INVALID_OPTION'],

@@ -50,8 +50,9 @@ function httpUrl () {
         url = new URL(value)
       } catch {}
     }
-    if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an http: or https: URL', typeof value === 'string' ? value : String(value))
+    // undici would drop credentials in the URL without a word: they go in headers.
+    if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username !== '' || url.password !== '') {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an http: or https: URL without credentials (send them in headers)', typeof value === 'string' ? value : String(value))
     }
     return url.href
   }
@@ -61,8 +62,10 @@ function httpUrl () {
 
 function headerObject () {
   const check = (where, key, value) => {
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an object of header names to strings', value)
+    // A Headers or Map instance has no own keys: its headers would be lost.
+    const proto = value !== null && typeof value === 'object' ? Object.getPrototypeOf(value) : undefined
+    if (proto !== Object.prototype && proto !== null) {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a plain object of header names to strings', value)
     }
     const out = {}
     for (const name of Object.keys(value)) {
