@@ -19,6 +19,8 @@
 //   const scenario = await events({ host: 'localhost', count: 50_000, inFlight: 500 })
 //   // { name: 'events', note, runs: [{ label: 'baseline', ... }, { label: 'io-hygiene', ... }] }
 //
+// `host` must resolve to 127.0.0.1 through the system resolver (/etc/hosts)
+// in both children: the baseline has no io-hygiene DNS options.
 // Standalone: `node bench/http-events.js [--json] [--events N] [--in-flight N]`.
 const http = require('node:http')
 const { spawn } = require('node:child_process')
