@@ -74,6 +74,7 @@ const modules = {
   batch: require('../lib/batch').spec,
   kafka: require('../lib/kafka').spec,
   statsd: specOf(require('../lib/statsd').defaults),
+  monitor: require('../lib/monitor').spec,
   'http-sink': require('../lib/http/sink').spec,
 }
 
