@@ -16,6 +16,7 @@ const channels = {
   httpBudget: dc.channel('io-hygiene:http:budget'),
   httpIdleClose: dc.channel('io-hygiene:http:idle-close'),
   monitorAlert: dc.channel('io-hygiene:monitor:alert'),
+  monitorSample: dc.channel('io-hygiene:monitor:sample'),
 }
 
 // debuglog is a subscriber, attached only when NODE_DEBUG enables it, so the

@@ -124,6 +124,7 @@ class Monitor {
     this.#totals.gcCount += sample.gcCount
     this.#totals.gcPauseMs += sample.gcPauseMs
     this.#totals.costUs += sample.costUs
+    if (channels.monitorSample.hasSubscribers) channels.monitorSample.publish(sample)
     this.#guard(() => this.#evaluate(sample))
     if (this.#statsd !== null) this.#guard(() => this.#statsd.publish(sample))
     if (this.#prom !== null) this.#guard(() => this.#prom.sync())
@@ -220,7 +221,7 @@ class Monitor {
     const list = (byType) => Object.entries(byType).sort((a, b) => b[1] - a[1]).map(([t, n]) => `, ${t} ${n}`).join('')
     const mib = (bytes) => `${(bytes / 1048576).toFixed(1)} MiB`
     const lines = [
-      `io-hygiene monitor at ${new Date(s.timestamp).toISOString()} (every ${this.#o.intervalMs} ms; this sample cost ${s.costUs} µs of CPU)`,
+      `io-hygiene monitor at ${new Date(s.timestamp).toISOString()} (every ${this.#o.intervalMs} ms; this sample took ${s.costUs} µs)`,
       `active requests ${s.requests}${list(s.requestsByType)}`,
       `active handles ${s.handles}${list(s.handlesByType)}`,
       `event-loop delay p50 ${s.delayP50Ms} ms, p99 ${s.delayP99Ms} ms, max ${s.delayMaxMs} ms; utilisation ${s.elu}`,

@@ -1,0 +1,188 @@
+'use strict'
+
+// `node bench/monitor.js [--json] [--only sample-cost|record-cost|flood]`
+//
+// What the monitor costs and how fast it sees a flood, in one run:
+//   sample-cost  CPU of one sample with 100, 10,000 and 50,000 active libuv
+//                requests, against one scrape of prom-client's
+//                collectDefaultMetrics registry in the same process, on the
+//                same resources. The requests are fs.open() calls on a FIFO
+//                nobody writes to: 4 block the thread pool's threads, the rest
+//                wait in its queue, so no other thread burns CPU while the
+//                main thread is measured (process.cpuUsage() counts them all).
+//                Each of --samples (20) rounds waits 20 ms first, so the
+//                event-loop delay histogram has a window to read, as in use.
+//                Median CPU per call.
+//   record-cost  ns per histogram record (20M records of varied values):
+//                io-hygiene's Histogram vs perf_hooks.createHistogram().
+//   flood        examples/monitor.js's flood of uncached dns.lookup calls
+//                (localhost, from /etc/hosts) with the monitor on its own
+//                250 ms timer and `GetAddrInfoReqWrap > 100 for 3 samples`:
+//                time from the flood's start to the alert (detectMs), and
+//                which sample raised it; then the same flood with the dns
+//                module installed (no alert expected).
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const dc = require('node:diagnostics_channel')
+const { execFileSync } = require('node:child_process')
+const { performance, createHistogram } = require('node:perf_hooks')
+const { report, round } = require('./common')
+const { createMonitor, Histogram, install, uninstall } = require('..')
+const { flood } = require('../examples/monitor')
+
+const argv = process.argv
+const only = argv.includes('--only') ? argv[argv.indexOf('--only') + 1] : null
+const SAMPLES = argv.includes('--samples') ? Number(argv[argv.indexOf('--samples') + 1]) : 20
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+function median (values) {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]
+}
+
+function cpuUs (since) {
+  const used = process.cpuUsage(since)
+  return used.user + used.system
+}
+
+async function sampleCost () {
+  const { Registry, collectDefaultMetrics } = require('prom-client')
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+  const monitor = createMonitor({ intervalMs: 2 ** 31 - 1 })
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-bench-monitor-'))
+  const fifo = path.join(dir, 'fifo')
+  execFileSync('mkfifo', [fifo])
+  const runs = []
+  let opened = 0
+  let settled = 0
+  try {
+    for (const target of [100, 10_000, 50_000]) {
+      const before = monitor.sample().requests
+      for (let i = before; i < target; i++) {
+        opened++
+        fs.open(fifo, 'r', (error, fd) => {
+          settled++
+          if (!error) fs.closeSync(fd)
+        })
+      }
+      const resources = process.getActiveResourcesInfo().length
+      for (let i = 0; i < 3; i++) { monitor.sample(); await registry.metrics() } // warm up
+      const ours = { cpu: [], wall: [] }
+      const theirs = { cpu: [], wall: [] }
+      const measure = async (into, fn) => {
+        await sleep(20)
+        const cpu = process.cpuUsage()
+        const wall = performance.now()
+        await fn()
+        into.wall.push((performance.now() - wall) * 1000)
+        into.cpu.push(cpuUs(cpu))
+      }
+      for (let i = 0; i < SAMPLES; i++) {
+        await measure(ours, () => monitor.sample())
+        await measure(theirs, () => registry.metrics())
+      }
+      const requests = monitor.sample().requests
+      const row = (label, m) => ({ label, activeRequests: requests, activeResources: resources, cpuUsPerSample: median(m.cpu), wallUsPerSample: round(median(m.wall)) })
+      runs.push({ ...row('io-hygiene', ours), vsPromClient: round(median(ours.cpu) / median(theirs.cpu), 3) })
+      runs.push(row('prom-client', theirs))
+    }
+  } finally {
+    // A writer lets every blocked and queued open() through.
+    const writer = fs.openSync(fifo, fs.constants.O_RDWR)
+    for (;;) {
+      if (settled >= opened) break // the callbacks count up between sleeps
+      await sleep(10)
+    }
+    fs.closeSync(writer)
+    fs.rmSync(dir, { recursive: true, force: true })
+    await monitor.close()
+  }
+  return { name: 'sample-cost', note: `median of ${SAMPLES}; CPU µs per sample or scrape`, runs }
+}
+
+function recordCost () {
+  const N = 20_000_000
+  const ms = new Float64Array(4096)
+  const ns = new Array(4096)
+  for (let i = 0; i < ms.length; i++) {
+    ms[i] = 0.001 + Math.random() * 100 // 1 µs to 100 ms
+    ns[i] = Math.max(1, Math.round(ms[i] * 1e6))
+  }
+  const ours = new Histogram()
+  const theirs = createHistogram()
+  const time = (fn) => {
+    fn(N / 10) // warm up
+    const start = process.hrtime.bigint()
+    fn(N)
+    return Number(process.hrtime.bigint() - start) / N
+  }
+  const runs = []
+  for (let round = 0; round < 3; round++) {
+    runs.push(['io-hygiene', time((n) => { for (let i = 0; i < n; i++) ours.record(ms[i & 4095]) })])
+    runs.push(['perf_hooks', time((n) => { for (let i = 0; i < n; i++) theirs.record(ns[i & 4095]) })])
+  }
+  const best = (label) => Math.min(...runs.filter((r) => r[0] === label).map((r) => r[1]))
+  const a = best('io-hygiene')
+  const b = best('perf_hooks')
+  return {
+    name: 'record-cost',
+    note: 'best of 3 runs of 20M records, ns per record including the loop',
+    runs: [
+      { label: 'io-hygiene', nsPerRecord: round(a, 2), vsPerfHooks: round(a / b, 3) },
+      { label: 'perf_hooks', nsPerRecord: round(b, 2) },
+    ],
+  }
+}
+
+async function floodRun (label) {
+  const intervalMs = 250
+  const monitor = createMonitor({ intervalMs, cooldownMs: 3_600_000, conditions: ['GetAddrInfoReqWrap > 100 for 3 samples'] })
+  let peak = 0
+  let samples = 0
+  let detectedAtSample = null
+  const onSample = (s) => {
+    samples++
+    peak = Math.max(peak, s.requestsByType.GetAddrInfoReqWrap ?? 0)
+  }
+  const onAlert = () => { detectedAtSample ??= samples }
+  dc.subscribe('io-hygiene:monitor:sample', onSample)
+  dc.subscribe('io-hygiene:monitor:alert', onAlert)
+  const { issued, detectMs } = await flood({ label, durationMs: 2_000 })
+  dc.unsubscribe('io-hygiene:monitor:sample', onSample)
+  dc.unsubscribe('io-hygiene:monitor:alert', onAlert)
+  const costUs = monitor.stats()
+  await monitor.close()
+  return {
+    label,
+    lookups: issued,
+    intervalMs,
+    samples,
+    getAddrInfoPeak: peak,
+    detectMs: detectMs === null ? null : round(detectMs, 1),
+    detectedAtSample,
+    alerts: costUs.alerts,
+  }
+}
+
+async function floodScenario () {
+  const runs = [await floodRun('dns-off')]
+  install({ dns: true })
+  try {
+    runs.push(await floodRun('dns-on'))
+  } finally {
+    uninstall()
+  }
+  return { name: 'flood', note: 'examples/monitor.js flood for 2 s; target: detected within 3 samples', runs }
+}
+
+async function main () {
+  const scenarios = []
+  if (!only || only === 'sample-cost') scenarios.push(await sampleCost())
+  if (!only || only === 'record-cost') scenarios.push(recordCost())
+  if (!only || only === 'flood') scenarios.push(await floodScenario())
+  report({ bench: 'monitor', node: process.version, scenarios })
+}
+
+main()
