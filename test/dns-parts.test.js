@@ -9,7 +9,7 @@ const { execFile } = require('node:child_process')
 const { cacheWithServer, eventually, untilStale } = require('./helpers/dns-cache')
 const { HostsFile, parseHosts } = require('../lib/dns/hosts')
 const { Expiry } = require('../lib/dns/expiry')
-const { queryTtl, decodeReply, encodeQuery, parseServer, wireName } = require('../lib/dns/ttl-query')
+const { TtlQuery, decodeReply, encodeQuery, parseServer, wireName } = require('../lib/dns/ttl-query')
 const { startDnsServer } = require('./helpers/dns-server')
 const { bindUdp } = require('./helpers/udp')
 const packet = require('dns-packet')
@@ -99,7 +99,7 @@ t.test('the expiry heap holds only what is scheduled: a reschedule moves an entr
 })
 
 const askTtl = (servers, name, want4, want6, timeoutMs = 2000, tries = 2) =>
-  new Promise((resolve) => queryTtl(servers, name, want4, want6, timeoutMs, tries, resolve))
+  new Promise((resolve) => new TtlQuery({ timeoutMs, tries }).query(servers, name, want4, want6, resolve))
 
 t.test('TTL queries: A and AAAA over UDP, addresses spelt as getaddrinfo spells them, IPv4 and IPv6 servers', async (t) => {
   const server = await startDnsServer()
@@ -137,6 +137,31 @@ t.test('TTL queries: a silent server is left after timeoutMs for the next one, a
     t.same(await askTtl([silent.server], name, true, false), [], `${name.slice(0, 20)}: no query for a name DNS cannot carry`)
   }
   t.same(wireName('a.b.'), ['a', 'b'])
+})
+
+t.test('TTL queries share one socket per family, open only while a query waits, and one timer', async (t) => {
+  const server = await startDnsServer()
+  t.teardown(() => server.close())
+  const silent = await startDnsServer()
+  t.teardown(() => silent.close())
+  silent.mode = 'blackhole'
+  const names = Array.from({ length: 100 }, (_, i) => `burst${i}.test`)
+  for (const name of names) server.set(name, { a: ['10.0.3.1'], aaaa: ['fd00::3'], ttl: 30 })
+  // A datagram the loaded test server drops is asked again after timeoutMs.
+  const ttl = new TtlQuery({ timeoutMs: 300, tries: 3 })
+  const ask = (servers, name, want4, want6) => new Promise((resolve) => ttl.query(servers, name, want4, want6, resolve))
+  const answers = await Promise.all(names.map((name) => ask([server.server], name, true, true)))
+  t.ok(answers.every((records) => records.length === 2))
+  t.ok(server.queries >= 200)
+  t.equal(server.clients.size, 1, '200 queries from one socket, not one per name')
+  // Interleaved: the answered try ahead of a silent one in the timer's line is skipped, the silent one retried.
+  server.resetCounts()
+  const [fast, slow] = await Promise.all([ask([server.server], 'burst1.test', true, false), ask([silent.server], 'burst2.test', true, false)])
+  t.same(fast, [{ address: '10.0.3.1', ttl: 30, family: 4 }])
+  t.same(slow, [])
+  t.equal(silent.count('burst2.test', 'A'), 3, 'three tries')
+  t.same(await ask([server.server], 'burst3.test', false, false), [], 'no family asked, nothing sent')
+  t.equal(server.count('burst3.test'), 0)
 })
 
 t.test('TTL queries ignore what is not the reply: another sender, a short packet, a query, another id', async (t) => {

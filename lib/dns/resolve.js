@@ -2,7 +2,7 @@
 
 const dns = require('node:dns')
 const { HostsFile } = require('./hosts')
-const { queryTtl } = require('./ttl-query')
+const { TtlQuery } = require('./ttl-query')
 
 // Where answers come from. The system resolver (the original dns.lookup,
 // all: true, verbatim) is the source of the answer, so hosts-file precedence,
@@ -14,6 +14,7 @@ class Upstream {
   #systemLookup
   #hosts
   #resolver = null
+  #ttlQuery
   #servers
   #queryTimeoutMs
   #fallbackTtlMs
@@ -25,6 +26,7 @@ class Upstream {
     this.#queryTimeoutMs = queryTimeoutMs
     this.#fallbackTtlMs = fallbackTtlMs
     this.#hosts = new HostsFile(hostsFile, fallbackTtlMs)
+    this.#ttlQuery = new TtlQuery({ timeoutMs: queryTimeoutMs, tries: 2 })
     this.#counters = counters
   }
 
@@ -71,7 +73,7 @@ class Upstream {
       }
       if (want4) this.#counters.ttlQueries++
       if (want6) this.#counters.ttlQueries++
-      queryTtl(dns.getServers(), hostname, want4, want6, this.#queryTimeoutMs, 2, (records) => {
+      this.#ttlQuery.query(dns.getServers(), hostname, want4, want6, (records) => {
         let ttl = Infinity
         let matched = false
         for (const r of records) {

@@ -11,58 +11,113 @@ const TYPE_CNAME = 5
 // Asks DNS for the TTLs of a name's A and/or AAAA records, beside the
 // getaddrinfo that gave the answer. The answer is already with its callers;
 // the TTL only says how long to keep it, so waiting for one must never keep
-// the process alive: the socket and the timer are unref'd (a c-ares Resolver
-// cannot be). Each try asks the next of `servers` (dns.getServers()'s form)
-// and waits `timeoutMs`; `tries` tries in all. callback(records) once, with
-// [{ address, ttl, family }] for what answered, maybe nothing.
-function queryTtl (servers, hostname, want4, want6, timeoutMs, tries, callback) {
-  const name = wireName(hostname)
-  if (name === null || servers.length === 0) return process.nextTick(callback, [])
-  const pending = new Map() // query id -> type, for the types not answered yet
-  const records = []
-  let attempt = 0
-  let socket = null
-  let timer = null
+// the process alive: the sockets and the timer are unref'd (a c-ares
+// Resolver cannot be). As c-ares does, all queries share one socket per
+// address family, open only while some query waits, so a burst of cold names
+// costs no file descriptor per name; and one timer serves them all, as every
+// try waits the same `timeoutMs` (deadlines come in the order tries start).
+// Each try asks the next of the servers given (dns.getServers()'s form);
+// `tries` tries in all.
+class TtlQuery {
+  #timeoutMs
+  #tries
+  #sockets = { udp4: null, udp6: null }
+  #pending = new Map() // query id -> try in flight
+  #head = null // tries in flight, earliest deadline first (a linked list)
+  #tail = null
+  #timer = null
 
-  const finish = () => {
-    clearTimeout(timer)
-    socket.close()
-    callback(records)
+  constructor ({ timeoutMs, tries }) {
+    this.#timeoutMs = timeoutMs
+    this.#tries = tries
   }
-  const next = () => {
-    if (socket !== null) socket.close()
-    if (attempt === tries) {
-      socket = null
-      return callback(records)
-    }
-    const server = parseServer(servers[attempt % servers.length])
-    attempt++
-    const types = pending.size === 0 ? [want4 && TYPE_A, want6 && TYPE_AAAA].filter(Boolean) : [...pending.values()]
-    pending.clear()
-    socket = dgram.createSocket(isIP(server.address) === 6 ? 'udp6' : 'udp4')
-    socket.unref()
-    // A send that fails (no route) is a try that gets no answer.
-    socket.on('error', () => {})
-    socket.on('message', (msg, rinfo) => {
-      if (rinfo.address !== server.address || rinfo.port !== server.port || msg.length < 2) return
-      const type = pending.get(msg.readUInt16BE(0))
-      if (type === undefined) return
-      const found = decodeReply(msg, type)
-      if (found === null) return
-      pending.delete(msg.readUInt16BE(0))
-      for (const r of found) records.push(r)
-      if (pending.size === 0) finish()
-    })
-    for (const type of types) {
-      let id
-      do id = Math.floor(Math.random() * 65536); while (pending.has(id))
-      pending.set(id, type)
-      socket.send(encodeQuery(id, name, type), server.port, server.address)
-    }
-    timer = setTimeout(next, timeoutMs)
-    timer.unref()
+
+  // callback(records) once, with [{ address, ttl, family }] for what
+  // answered, maybe nothing.
+  query (servers, hostname, want4, want6, callback) {
+    const name = wireName(hostname)
+    if (name === null || servers.length === 0 || (!want4 && !want6)) return process.nextTick(callback, [])
+    const lookup = { servers, name, records: [], left: (want4 ? 1 : 0) + (want6 ? 1 : 0), callback }
+    if (want4) this.#send(lookup, TYPE_A, 0)
+    if (want6) this.#send(lookup, TYPE_AAAA, 0)
+    if (this.#timer === null) this.#arm()
   }
-  next()
+
+  #send (lookup, type, attempt) {
+    const server = parseServer(lookup.servers[attempt % lookup.servers.length])
+    let id
+    do id = Math.floor(Math.random() * 65536); while (this.#pending.has(id))
+    const entry = { id, lookup, type, attempt, server, deadline: performance.now() + this.#timeoutMs, next: null }
+    this.#pending.set(id, entry)
+    if (this.#tail === null) this.#head = entry
+    else this.#tail.next = entry
+    this.#tail = entry
+    this.#socket(isIP(server.address) === 6 ? 'udp6' : 'udp4').send(encodeQuery(id, lookup.name, type), server.port, server.address)
+  }
+
+  #socket (kind) {
+    let socket = this.#sockets[kind]
+    if (socket === null) {
+      socket = this.#sockets[kind] = dgram.createSocket(kind)
+      socket.unref()
+      // A send that fails (no route) is a try that gets no answer.
+      socket.on('error', () => {})
+      socket.on('message', (msg, rinfo) => this.#onMessage(msg, rinfo))
+    }
+    return socket
+  }
+
+  #onMessage (msg, rinfo) {
+    if (msg.length < 2) return
+    const entry = this.#pending.get(msg.readUInt16BE(0))
+    if (entry === undefined || rinfo.address !== entry.server.address || rinfo.port !== entry.server.port) return
+    const found = decodeReply(msg, entry.type)
+    if (found === null) return
+    for (const r of found) entry.lookup.records.push(r)
+    this.#done(entry)
+  }
+
+  // The try `entry` is over (answered, or out of tries).
+  #done (entry) {
+    this.#pending.delete(entry.id)
+    if (--entry.lookup.left === 0) entry.lookup.callback(entry.lookup.records)
+    if (this.#pending.size === 0) this.#idle()
+  }
+
+  // Nothing in flight: close the sockets and the timer until the next query.
+  #idle () {
+    for (const kind of ['udp4', 'udp6']) {
+      this.#sockets[kind]?.close()
+      this.#sockets[kind] = null
+    }
+    clearTimeout(this.#timer)
+    this.#timer = null
+    this.#head = this.#tail = null
+  }
+
+  #arm () {
+    this.#timer = setTimeout(() => this.#fire(), Math.max(1, Math.ceil(this.#head.deadline - performance.now())))
+    this.#timer.unref()
+  }
+
+  #fire () {
+    this.#timer = null
+    const now = performance.now()
+    while (this.#head !== null && this.#head.deadline <= now) {
+      const entry = this.#head
+      this.#head = entry.next
+      if (this.#head === null) this.#tail = null
+      // Answered meanwhile: its id is gone, or taken by another try.
+      if (this.#pending.get(entry.id) !== entry) continue
+      if (entry.attempt + 1 < this.#tries) {
+        this.#pending.delete(entry.id)
+        this.#send(entry.lookup, entry.type, entry.attempt + 1)
+      } else {
+        this.#done(entry)
+      }
+    }
+    if (this.#head !== null) this.#arm()
+  }
 }
 
 // The name's labels as on the wire, or null for one DNS cannot carry.
@@ -75,7 +130,8 @@ function wireName (hostname) {
 }
 
 // A recursive query for (name, type) with an EDNS0 record offering 1,232
-// bytes, as c-ares asks.
+// bytes, as c-ares asks. Ids are Math.random's: a forged reply could only set
+// the TTL (clamped to [minTtlMs, maxTtlMs]) of addresses getaddrinfo gave.
 function encodeQuery (id, labels, type) {
   let length = 12 + 1 + 4 + 11
   for (const label of labels) length += 1 + label.length
@@ -165,4 +221,4 @@ function parseServer (server) {
   return { address: server.slice(0, colon), port: Number(server.slice(colon + 1)) }
 }
 
-module.exports = { queryTtl, decodeReply, encodeQuery, parseServer, wireName }
+module.exports = { TtlQuery, decodeReply, encodeQuery, parseServer, wireName }

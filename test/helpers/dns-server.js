@@ -15,6 +15,7 @@ class TestDnsServer {
   delayMs = 0
   queries = 0
   queriesByName = new Map() // `${name} ${type}` -> count
+  clients = new Set() // `${address}:${port}` of every sender: how many sockets asked
   address = null
   port = 0
 
@@ -54,6 +55,7 @@ class TestDnsServer {
   resetCounts () {
     this.queries = 0
     this.queriesByName.clear()
+    this.clients.clear()
   }
 
   async listen (port = 0, address = '127.0.0.1') {
@@ -87,6 +89,7 @@ class TestDnsServer {
     const question = query.questions[0]
     if (!question) return
     this.queries++
+    this.clients.add(`${rinfo.address}:${rinfo.port}`)
     const key = `${question.name.toLowerCase()} ${question.type}`
     this.queriesByName.set(key, (this.queriesByName.get(key) ?? 0) + 1)
     if (this.mode === 'blackhole') return
