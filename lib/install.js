@@ -101,7 +101,9 @@ function installFrom (options, origin) {
   }
 
   const undos = []
-  const handle = { options: resolved, uninstall }
+  // stats(): every installed module's own stats() (the monitor's holds its
+  // latest sample), null for a module that is off.
+  const handle = { options: resolved, uninstall, stats: () => Object.fromEntries(modules.map((mod) => [mod.name, handle[mod.name]?.stats?.() ?? null])) }
   try {
     for (const mod of modules) {
       if (resolved[mod.name] === false) {

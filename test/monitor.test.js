@@ -396,12 +396,17 @@ t.test('install({ monitor }) runs one monitor, configured from code or IO_HYGIEN
   const off = install({ dns: false })
   t.equal(off.monitor, null, 'off by default')
   uninstall()
-  process.env.IO_HYGIENE_MONITOR_CONDITIONS = 'FSReqCallback > 1000 for 2 samples,elu > 0.99'
+  process.env.IO_HYGIENE_MONITOR_CONDITIONS = 'FSReqCallback > 1000 for 2 samples,elu > 1'
   process.env.IO_HYGIENE_MONITOR_INTERVAL_MS = '60000'
   const handle = install({ dns: false, monitor: true })
-  t.same(handle.options.monitor.conditions, ['FSReqCallback > 1000 for 2 samples', 'elu > 0.99'])
+  t.same(handle.options.monitor.conditions, ['FSReqCallback > 1000 for 2 samples', 'elu > 1'])
   t.equal(handle.options.monitor.intervalMs, 60000)
-  t.type(handle.monitor.sample().requests, 'number')
+  const sample = handle.monitor.sample()
+  t.type(sample.requests, 'number')
+  const stats = handle.stats()
+  t.equal(stats.monitor.sample, sample, 'the handle\'s stats() holds the monitor\'s latest sample')
+  t.match(stats.monitor, { samples: 1, alerts: 0 })
+  t.equal(stats.dns, null, 'a module that is off')
   t.match(handle.monitor.report(), /condition FSReqCallback > 1000 for 2 samples: quiet/)
   const { monitor } = handle
   uninstall()

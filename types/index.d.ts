@@ -111,6 +111,8 @@ export interface Installation {
   readonly monitor: Monitor | null
   /** The options in effect (IO_HYGIENE_* variables over code, defaults for the rest). */
   readonly options: { readonly dns: false | Readonly<Required<DnsOptions>>; readonly [module: string]: false | Readonly<Record<string, unknown>> }
+  /** Every module's stats(), null for a module that is off; the monitor's holds its latest sample. */
+  stats(): { readonly [module: string]: unknown; readonly monitor: MonitorStats | null }
   /** Same as the top-level uninstall(). */
   uninstall(): boolean
 }
@@ -508,6 +510,8 @@ export interface MonitorStats {
   heapSnapshots: number
   heapSnapshotsSkipped: number
   errors: number
+  /** The latest sample, null before the first. */
+  sample: MonitorSample | null
 }
 
 export interface Monitor {

@@ -238,8 +238,9 @@ class Monitor {
     return lines.join('\n')
   }
 
+  // Counters, and the latest sample (null before the first).
   stats () {
-    return { ...this.#stats }
+    return { ...this.#stats, sample: this.#last }
   }
 
   // Stops sampling and unregisters from the prom-client registry; resolves

@@ -51,7 +51,7 @@ function histogramValues (kind) {
 // Registers the gauges, and a histogram per operation kind recorded so far
 // or later (kinds are looked up at each scrape). Returns the undo.
 function register (registry, latest, totals) {
-  const s = () => latest()
+  const s = latest
   const metrics = [
     gauge('active_requests', 'libuv requests in flight, by type (getActiveResourcesInfo)', () => byType(s().requestsByType)),
     gauge('active_handles', 'ref\'d libuv handles and timers, by type (getActiveResourcesInfo)', () => byType(s().handlesByType)),
@@ -67,16 +67,13 @@ function register (registry, latest, totals) {
     metric('monitor_cpu_seconds_total', 'CPU the monitor spent sampling', 'counter', () => one(totals().costUs / 1e6)),
     gauge('monitor_sample_cpu_seconds', 'CPU of the last sample', () => one(s().costUs / 1e6)),
   ]
-  const histograms = {
-    name: `${PREFIX}operation_histograms`,
-    kinds: new Map(),
-  }
+  const histograms = new Map() // kind -> metric
   // One histogram metric per kind, registered when the kind first appears.
   const sync = () => {
     for (const { kind } of series()) {
-      if (histograms.kinds.has(kind)) continue
+      if (histograms.has(kind)) continue
       const m = metric(`${kind.replaceAll('.', '_')}_seconds`, `${kind} latency (power-of-two buckets)`, 'histogram', () => histogramValues(kind))
-      histograms.kinds.set(kind, m)
+      histograms.set(kind, m)
       registry.registerMetric(m)
     }
   }
@@ -85,7 +82,7 @@ function register (registry, latest, totals) {
   return {
     sync,
     undo () {
-      for (const m of [...metrics, ...histograms.kinds.values()]) {
+      for (const m of [...metrics, ...histograms.values()]) {
         if (registry.getSingleMetric(m.name) === m) registry.removeSingleMetric(m.name)
       }
     },
