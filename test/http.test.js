@@ -186,7 +186,7 @@ t.test('a handler of undici\'s own API dispatched on ours sees one controller fo
   }
   const seen = await new Promise((resolve, reject) => {
     const seen = { starts: 0, body: '' }
-    handle.http.dispatcher.dispatch({ origin: server.origin(), path: '/', method: 'GET' }, {
+    handle.http.dispatcher.dispatch({ origin: new URL(server.origin()), path: '/', method: 'GET' }, {
       onRequestStart (controller) {
         seen.starts++
         seen.controller = controller

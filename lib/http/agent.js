@@ -29,8 +29,11 @@ function createStats () {
 function createAgent (cfg) {
   const stats = createStats()
   const origins = new LRUCache({ max: MAX_ORIGINS })
+  let lastKey = null // most requests go where the one before went
+  let lastState = null
   const originOf = (origin) => {
-    const key = String(origin)
+    const key = typeof origin === 'string' ? origin : String(origin)
+    if (key === lastKey) return lastState
     let state = origins.get(key)
     if (state === undefined) {
       state = {
@@ -40,6 +43,8 @@ function createAgent (cfg) {
       }
       origins.set(key, state)
     }
+    lastKey = key
+    lastState = state
     return state
   }
 

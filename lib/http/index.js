@@ -5,7 +5,7 @@ const { ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../errors')
 
 // Defaults, and why, are in the README's http table; a test keeps the two equal.
 const spec = {
-  connections: { default: 64, check: integer(1) },
+  connections: { default: 128, check: integer(1) },
   keepAliveTimeoutMs: { default: 4_000, check: integer(1) },
   connectTimeoutMs: { default: 10_000, check: integer(1) },
   headersTimeoutMs: { default: 30_000, check: integer(1) },
