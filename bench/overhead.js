@@ -255,9 +255,15 @@ async function httpOverhead (argv, scenarios, notes, targets) {
         runs,
         rounds: rounds.map((r) => labels.map((label) => ({ ...r[label], modules: undefined }))),
       })
+      // How steady the machine was: the same baseline, round after round.
+      const baseRps = rounds.map((r) => r.baseline.reqPerSec)
+      const spread = Math.max(...baseRps) / Math.min(...baseRps)
+      notes.push(`http-overhead-${handler}: baseline req/s ranged ${Math.round(Math.min(...baseRps))}-${Math.round(Math.max(...baseRps))} ` +
+        `over the rounds (${round(spread, 2)}x)${spread > 1.2 ? ': a busy machine, where ratios of a few percent are noise' : ''}.`)
       const ioh = runs.find((r) => r.label === 'io-hygiene')
+      if (!ioh) continue // not asked for (--labels): no targets to check
       if (!ioh.modules?.includes('monitor')) {
-        notes.push(`http-overhead-${handler}: the monitor module is not in this tree yet; io-hygiene ran with ${ioh.modules ?? 'no modules'}.`)
+        notes.push(`http-overhead-${handler}: io-hygiene ran without the monitor (${ioh.modules ?? 'no modules'}): not in this tree, or OVERHEAD_INSTALL_OPTIONS.`)
       }
       if (handler === 'hello') {
         targets.push(target('hello: io-hygiene adds <= 1 us server CPU per request', ioh.addedCpuUsPerReq <= 1, `${ioh.addedCpuUsPerReq} us`))
