@@ -9,6 +9,13 @@ const { ERR_IO_HYGIENE_INVALID_ARGUMENT } = require('../errors')
 // then the whole cost of an operation.
 const kRegistry = Symbol.for('io-hygiene.monitor.histograms.v1')
 
+// The kinds io-hygiene's modules feed (values in ms, from a clock read the
+// module makes anyway; a cache hit, which reads none, records 0):
+//   dns.lookup          { source: 'hit' | 'stale' | 'upstream' | 'error' }
+//   batch.queue_wait    { batcher } per item, at flush: flush time - enqueue time
+//   batch.flush         { batcher, outcome: 'ok' | 'error' } send() round trip
+//   http.request        { origin, outcome: 'ok' | 'error' | 'timeout' }
+
 // Label values come from the program (origins, sources); past this many
 // label sets per kind, new ones share one series whose values are all
 // "other", so a label per hostname cannot grow without bound.
