@@ -26,7 +26,8 @@
 //     (ERR_IO_HYGIENE_TIMEOUT). deliveryTimeoutMs counts from the push()
 //     call, as the Java producer's delivery.timeout.ms does: time spent
 //     waiting for queue room, lingering, in flight and between retries all
-//     count. A push still waiting for room, queued or in flight at its
+//     count (the clock is read once per synchronous run of pushes, so a
+//     deadline may come that much early, never late). A push still waiting for room, queued or in flight at its
 //     deadline is rejected then, so no caller outlives deliveryTimeoutMs
 //     (maxWaitMs, when shorter, ends a wait for room first); the sink's own
 //     request timeout should be shorter, or the item may land after all.
