@@ -255,9 +255,9 @@ class WrappedProducer {
     for (let e = 0; e < entries; e++) {
       if (topicMessages !== null) {
         const entry = topicMessages[e]
-        topic = entry?.topic
-        messages = entry?.messages
-        if (entry === null || typeof entry !== 'object') topic = undefined
+        const object = entry !== null && typeof entry === 'object'
+        topic = object ? entry.topic : undefined
+        messages = object ? entry.messages : undefined
       }
       if (!this.#isTopicName(topic)) {
         return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"topic" must be a valid Kafka topic name, got ${JSON.stringify(topic)}`))
