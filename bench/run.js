@@ -6,7 +6,7 @@
 const { spawnSync } = require('node:child_process')
 const path = require('node:path')
 
-const benches = ['dns.js', 'statsd.js', 'batch.js', 'kafka.js', 'monitor.js', 'overhead.js']
+const benches = ['dns.js', 'statsd.js', 'batch.js', 'kafka.js', 'http.js', 'monitor.js', 'overhead.js']
 let failed = 0
 for (const file of benches) {
   const result = spawnSync(process.execPath, [path.join(__dirname, file), ...process.argv.slice(2)], { stdio: 'inherit' })

@@ -76,6 +76,7 @@ const modules = {
   statsd: specOf(require('../lib/statsd').defaults),
   monitor: require('../lib/monitor').spec,
   'http-sink': require('../lib/http/sink').spec,
+  http: require('../lib/http').spec,
 }
 
 for (const [name, spec] of Object.entries(modules)) {
@@ -186,6 +187,14 @@ const row = { payload: Buffer.from('hello') }`,
       replace: [['https://logs.example.com/v1/ingest', `http://127.0.0.1:${server.port}/v1/ingest`]],
       prelude: 'const orderId = 42',
       check: async (t) => t.match(require('node:zlib').gunzipSync(server.bodies[0]).toString(), /"order placed"/, 'the record arrived'),
+    }
+  },
+  http: async (t) => {
+    const server = await httpServer(t)
+    return {
+      replace: [['http://service.internal:8080/', `http://localhost:${server.port}/`]],
+      epilogue: 'process.stdout.write(JSON.stringify(installation.http.stats()))',
+      check: async (t, { stdout }) => t.match(JSON.parse(stdout), { requests: 2 }, 'both went through our dispatcher'),
     }
   },
   undici: async (t) => {

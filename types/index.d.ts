@@ -102,6 +102,8 @@ export interface InstallOptions {
   dns?: boolean | DnsOptions
   /** The monitor; off by default. */
   monitor?: boolean | MonitorOptions
+  /** undici's global dispatcher (fetch, undici.fetch, undici.request); false leaves it alone. Default true. */
+  http?: boolean | HttpOptions
 }
 
 export interface Installation {
@@ -109,6 +111,8 @@ export interface Installation {
   readonly dns: DnsCache | null
   /** The monitor, or null when it is off (the default). */
   readonly monitor: Monitor | null
+  /** The installed dispatcher, or null when the http module is off. */
+  readonly http: HttpDispatcherHandle | null
   /** The options in effect (IO_HYGIENE_* variables over code, defaults for the rest). */
   readonly options: { readonly dns: false | Readonly<Required<DnsOptions>>; readonly [module: string]: false | Readonly<Record<string, unknown>> }
   /** Every module's stats(), null for a module that is off; the monitor's holds its latest sample. */
@@ -293,6 +297,53 @@ export type IoHygieneStatsd<T extends object = StatsdClient> = Omit<T, 'close'> 
 
 export declare function createStatsd<T extends object = StatsdClient>(options?: StatsdOptions): IoHygieneStatsd<T>
 export declare function wrapStatsd<T extends { increment(...args: any[]): unknown; flush(...args: any[]): unknown; close(...args: any[]): unknown }>(client: T, options?: { flushOnExit?: boolean; flushOnSignals?: boolean; closeTimeoutMs?: number; shutdownTimeoutMs?: number }): IoHygieneStatsd<T>
+
+// http: the global dispatcher
+
+export interface HttpOptions {
+  /** Connections per origin (undici's Pool `connections`). Default 128. */
+  connections?: number
+  /** Idle keep-alive sockets close after this, unless the server hints less. Default 4000. */
+  keepAliveTimeoutMs?: number
+  /** TCP (and TLS) connect, DNS lookup included. Default 10000. */
+  connectTimeoutMs?: number
+  /** From the request written to the response headers; also the longest wait for a connection. Default 30000. */
+  headersTimeoutMs?: number
+  /** The longest silence between two body chunks. Default 30000. */
+  bodyTimeoutMs?: number
+  /** A total deadline for requests without a signal of their own; null: none (the default). */
+  requestTimeoutMs?: number | null
+  /** Retries per request, all reasons together. Default 2. */
+  maxRetries?: number
+  /** First backoff ceiling (full jitter, doubling). Default 100. */
+  retryBaseDelayMs?: number
+  /** The longest backoff or Retry-After waited for. Default 10000. */
+  maxRetryDelayMs?: number
+  /** Retries may be this % of an origin's requests over 10 s... Default 10. */
+  retryBudgetPercent?: number
+  /** ...plus this many a second. Default 10. */
+  retryBudgetMinPerSecond?: number
+  /** Stream and iterable bodies of a known length up to this are buffered so that they can be replayed. Default 65536. */
+  maxReplayBodyBytes?: number
+  /** Learn each origin's idle close and retire idle sockets before it. Default true. */
+  learnIdleClose?: boolean
+}
+
+export interface HttpStats {
+  requests: number
+  retries: { staleSocket: number; connect: number; status: number }
+  timeouts: { connect: number; headers: number; body: number; queue: number; deadline: number }
+  connectionsOpened: number
+  budgetRefusals: number
+  idleClosesLearned: number
+  socketsRetired: number
+}
+
+export interface HttpDispatcherHandle {
+  /** The global dispatcher install() set: an undici Agent with io-hygiene's interceptor. */
+  readonly dispatcher: import('undici').Dispatcher
+  stats(): HttpStats
+}
 
 // http sink
 

@@ -1,5 +1,5 @@
 import { expectError, expectType } from 'tsd'
-import { createHttpSink, type HttpSinkStats } from '.'
+import { createHttpSink, type HttpSinkStats, type HttpDispatcherHandle, type HttpStats } from '.'
 import type { LookupAddress } from 'node:dns'
 import { wrapProducer, wrapStatsd, type RecordMetadata, createBatcher, createDnsCache, createStatsd, install, installed, uninstall, errors, type BatcherStats, type DnsCache, type DnsStats, type Installation, type StatsdStats } from '.'
 
@@ -19,6 +19,14 @@ expectType<Installation | null>(installed())
 expectType<Installation>(install({ dns: false }))
 expectError(install({ dns: { maxTTL: 5 } }))
 expectError(install({ dns: { maxTtlMs: '5' } }))
+
+const withHttp = install({ http: { connections: 64, requestTimeoutMs: null, learnIdleClose: false } })
+expectType<HttpDispatcherHandle | null>(withHttp.http)
+expectType<number>(withHttp.http!.stats().retries.staleSocket)
+expectType<HttpStats>(withHttp.http!.stats())
+expectType<Installation>(install({ http: false }))
+expectError(install({ http: { connection: 64 } }))
+expectError(install({ http: { requestTimeoutMs: '5s' } }))
 
 const cache = createDnsCache({ minTtlMs: 0 })
 expectType<DnsStats>(cache.stats())
