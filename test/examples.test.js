@@ -31,6 +31,13 @@ const keyLines = {
     t.match(out, /^ {2}example\.requests:1\|c\|#service:checkout$/m, 'with the metrics in it')
     t.match(out, /^client counters: /m, 'and the client printed its counters')
   },
+  'http.js': (t, out) => {
+    const m = /^(\d+) fetches: (\d+) answered 200, (\d+) failed;.*; (\d+) getaddrinfo calls?$/m.exec(out)
+    t.ok(m, 'prints the fetches, their answers and the lookups')
+    t.equal(m?.[2], m?.[1], 'every fetch was answered 200')
+    t.equal(m?.[3], '0', 'none failed')
+    t.equal(m?.[4], '1', 'one getaddrinfo call for all of them')
+  },
   'monitor.js': (t, out) => {
     t.match(out, /^ALERT .*GetAddrInfoReqWrap/m, 'with the dns module off, the flood raises the alert')
     t.match(out, /install\(\{ dns: true \}\)/, 'and the alert names the fix')
