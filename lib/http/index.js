@@ -27,76 +27,29 @@ function check (resolved, where) {
   }
 }
 
-const { createStats, snapshot } = require('./stats')
-
-// undici's global dispatcher: what Node's global fetch (undici 6 on Node 20,
-// 7 on Node 24), undici.fetch and undici.request all read.
-const kGlobalDispatcher = Symbol.for('undici.globalDispatcher.1')
-
-// Sets our Agent as the global dispatcher: a fresh Agent, never one composed
-// on getGlobalDispatcher() (undici #3973: composing on the global one stacks
-// interceptors on every install). Loading undici costs a service 100 ms or
-// more of its start, so when nothing has set a global dispatcher yet, ours is
-// made on first use: the slot holds a getter until someone reads it.
+// Sets our Agent as undici's global dispatcher, which Node's global fetch
+// (undici 6 on Node 20, 7 on Node 24), undici.fetch and undici.request all
+// read. A fresh Agent, never one composed on getGlobalDispatcher() (undici
+// #3973: composing on the global one stacks interceptors on every install).
 // Returns { value, undo }.
 function installHttp (resolved) {
-  const stats = createStats()
-  let built = null // { undici, agent, dispatcher, previous }
-  const build = () => {
-    const undici = require('undici') // sets undici's default Agent if the slot is empty
-    const { agent, dispatcher } = require('./agent').createAgent(resolved, stats)
-    built = { undici, agent, dispatcher, previous: undici.getGlobalDispatcher() }
-    undici.setGlobalDispatcher(dispatcher)
-    return built
-  }
-
-  let lazy = false
-  if (Object.hasOwn(globalThis, kGlobalDispatcher)) {
-    build()
-  } else {
-    lazy = true
-    Object.defineProperty(globalThis, kGlobalDispatcher, {
-      configurable: true,
-      enumerable: false,
-      // Read once: build() replaces this property with undici's own.
-      get () {
-        // Loading undici reads the slot: it finds it empty and fills it.
-        delete globalThis[kGlobalDispatcher]
-        return build().dispatcher
-      },
-      set (value) {
-        Object.defineProperty(globalThis, kGlobalDispatcher, { value, writable: true, enumerable: false, configurable: true })
-      },
-    })
-  }
-
+  const undici = require('undici')
+  const { createAgent, snapshot } = require('./agent')
+  const { agent, dispatcher, stats } = createAgent(resolved)
+  const previous = undici.getGlobalDispatcher()
+  undici.setGlobalDispatcher(dispatcher)
   const value = {
-    // Ours, made now if it was not yet; null if another took the slot first.
-    get dispatcher () {
-      if (built === null) readSlot()
-      return built === null ? null : built.dispatcher
-    },
+    dispatcher,
     stats: () => snapshot(stats),
   }
   function undo () {
-    if (built === null) {
-      // Never used: take the getter away, if it is still ours.
-      const ours = lazy && typeof Object.getOwnPropertyDescriptor(globalThis, kGlobalDispatcher)?.get === 'function'
-      if (ours) delete globalThis[kGlobalDispatcher]
-      return ours
-    }
-    const ours = built.undici.getGlobalDispatcher() === built.dispatcher
-    if (ours) built.undici.setGlobalDispatcher(built.previous)
+    const ours = undici.getGlobalDispatcher() === dispatcher
+    if (ours) undici.setGlobalDispatcher(previous)
     // Graceful: requests under way finish, idle sockets close.
-    built.agent.close().catch(() => {})
+    agent.close().catch(() => {})
     return ours
   }
   return { value, undo }
-}
-
-// Reading the slot runs the getter that makes our Agent.
-function readSlot () {
-  return globalThis[kGlobalDispatcher]
 }
 
 module.exports = { spec, check, installHttp }
