@@ -194,7 +194,7 @@ const METRICS = ['reqPerSec', 'p99Ms', 'serverCpuUsPerReq', 'eventLoopDelayMaxMs
 function summarise (rounds, labels, handler) {
   return labels.map((label) => {
     const mine = rounds.map((r) => r[label])
-    const run = { label }
+    const run = { handler, label }
     for (const m of METRICS) run[m] = round(median(mine.map((x) => x[m])), 2)
     if (label !== 'baseline') {
       const base = rounds.map((r) => r.baseline)
@@ -230,6 +230,15 @@ async function httpOverhead (argv, scenarios, notes, targets) {
       config.brokers = broker.brokers
     }
     const env = { config, upstream, receiver, durationS, warmupS, connections }
+    // One scenario, `http-overhead`, with a row per handler and label.
+    const scenario = {
+      name: 'http-overhead',
+      note: `hello: Fastify hello-world; realistic: + fetch by hostname + StatsD increment${broker ? ' + Kafka send' : ''} per request; ` +
+        `autocannon -c ${connections} -d ${durationS}; medians of ${reps} rotated rounds; ratios paired with each round's baseline`,
+      runs: [],
+      rounds: {},
+    }
+    scenarios.push(scenario)
     for (const handler of handlers) {
       const rounds = []
       for (let rep = 0; rep < reps; rep++) {
@@ -246,24 +255,17 @@ async function httpOverhead (argv, scenarios, notes, targets) {
         rounds.push(round)
       }
       const runs = summarise(rounds, labels, handler)
-      const what = handler === 'hello'
-        ? 'Fastify hello-world'
-        : `fetch by hostname + StatsD increment${broker ? ' + Kafka send' : ''} per request`
-      scenarios.push({
-        name: `http-overhead-${handler}`,
-        note: `${what}; autocannon -c ${connections} -d ${durationS}; medians of ${reps} rotated rounds; ratios paired with each round's baseline`,
-        runs,
-        rounds: rounds.map((r) => labels.map((label) => ({ ...r[label], modules: undefined }))),
-      })
+      scenario.runs.push(...runs)
+      scenario.rounds[handler] = rounds.map((r) => labels.map((label) => ({ ...r[label], modules: undefined })))
       // How steady the machine was: the same baseline, round after round.
       const baseRps = rounds.map((r) => r.baseline.reqPerSec)
       const spread = Math.max(...baseRps) / Math.min(...baseRps)
-      notes.push(`http-overhead-${handler}: baseline req/s ranged ${Math.round(Math.min(...baseRps))}-${Math.round(Math.max(...baseRps))} ` +
+      notes.push(`http-overhead (${handler}): baseline req/s ranged ${Math.round(Math.min(...baseRps))}-${Math.round(Math.max(...baseRps))} ` +
         `over the rounds (${round(spread, 2)}x)${spread > 1.2 ? ': a busy machine, where ratios of a few percent are noise' : ''}.`)
       const ioh = runs.find((r) => r.label === 'io-hygiene')
       if (!ioh) continue // not asked for (--labels): no targets to check
       if (!ioh.modules?.includes('monitor')) {
-        notes.push(`http-overhead-${handler}: io-hygiene ran without the monitor (${ioh.modules ?? 'no modules'}): not in this tree, or OVERHEAD_INSTALL_OPTIONS.`)
+        notes.push(`http-overhead (${handler}): io-hygiene ran without the monitor (${ioh.modules ?? 'no modules'}): not in this tree, or OVERHEAD_INSTALL_OPTIONS.`)
       }
       if (handler === 'hello') {
         targets.push(target('hello: io-hygiene adds <= 1 us server CPU per request', ioh.addedCpuUsPerReq <= 1, `${ioh.addedCpuUsPerReq} us`))
