@@ -238,3 +238,18 @@ t.test('FormData and Blob bodies are sent; a Blob can be sent again', async (t) 
   t.equal(await viaBlob.body.text(), 'ok')
   t.equal(bodies[1], 'blob value')
 })
+
+t.test('with no global dispatcher set yet, undici is loaded and ours made on first use', async (t) => {
+  const { execFile } = require('node:child_process')
+  const fixture = require('node:path').join(__dirname, 'fixtures', 'http-lazy.js')
+  const run = (mode) => new Promise((resolve, reject) => {
+    execFile(process.execPath, [fixture, mode], (err, stdout) => err ? reject(err) : resolve(JSON.parse(stdout)))
+  })
+  t.same(await run('fetch'), {
+    loadedAtInstall: false, body: 'ok', loadedAfterFetch: true, requests: 1, isGlobal: true, restored: true, previousBack: true,
+  }, 'the first fetch made it, and went through it')
+  t.same(await run('unused'), { loadedAtInstall: false, restored: true, slotEmpty: true }, 'never used: never loaded, and the slot is empty again')
+  t.same(await run('replaced'), { loadedAtInstall: false, dispatcher: null, restored: false, theirsStays: true }, 'someone set theirs first')
+  t.same(await run('require-undici'), { loadedAtInstall: false, isGlobal: true, body: 'ok', requests: 1, restored: true, previousBack: true }, 'require(\'undici\') made it')
+  t.same(await run('handle'), { loadedAtInstall: false, loadedByHandle: true, isGlobal: true, restored: true }, 'handle.http.dispatcher makes it too')
+})

@@ -1,6 +1,6 @@
 'use strict'
 
-const { Agent, Pool, Client } = require('undici')
+const { Agent, Pool, Client } = require('./undici')
 const { LRUCache } = require('lru-cache')
 const { OriginSockets } = require('./idle')
 const { RetryBudget } = require('./budget')
@@ -10,24 +10,11 @@ const { createRetryInterceptor, kAttempt } = require('./retry')
 // like undici bounds nothing: the least recently used origin is forgotten.
 const MAX_ORIGINS = 1024
 
-function createStats () {
-  return {
-    requests: 0,
-    retries: { staleSocket: 0, connect: 0, status: 0 },
-    timeouts: { connect: 0, headers: 0, body: 0, queue: 0, deadline: 0 },
-    connectionsOpened: 0,
-    budgetRefusals: 0,
-    idleClosesLearned: 0,
-    socketsRetired: 0,
-  }
-}
-
 // One undici Agent with the interceptors composed onto it. Its pools make
 // their clients through trackedClient(), which learns which socket each
 // attempt was written on: what the retry rules and the idle-close learning
 // need to know, and what undici's handler API does not say.
-function createAgent (cfg) {
-  const stats = createStats()
+function createAgent (cfg, stats) {
   const origins = new LRUCache({ max: MAX_ORIGINS })
   let lastKey = null // most requests go where the one before went
   let lastState = null
@@ -98,8 +85,4 @@ class TrackedClient extends Client {
   }
 }
 
-function snapshot (stats) {
-  return { ...stats, retries: { ...stats.retries }, timeouts: { ...stats.timeouts } }
-}
-
-module.exports = { createAgent, snapshot }
+module.exports = { createAgent }

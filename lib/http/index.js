@@ -27,29 +27,79 @@ function check (resolved, where) {
   }
 }
 
-// Sets our Agent as undici's global dispatcher, which Node's global fetch
-// (undici 6 on Node 20, 7 on Node 24), undici.fetch and undici.request all
-// read. A fresh Agent, never one composed on getGlobalDispatcher() (undici
-// #3973: composing on the global one stacks interceptors on every install).
+const { createStats, snapshot } = require('./stats')
+
+// undici's global dispatcher: what Node's global fetch (undici 6 on Node 20,
+// 7 on Node 24), undici.fetch and undici.request all read.
+const kGlobalDispatcher = Symbol.for('undici.globalDispatcher.1')
+
+// Sets our Agent as the global dispatcher: a fresh Agent, never one composed
+// on getGlobalDispatcher() (undici #3973: composing on the global one stacks
+// interceptors on every install). Loading undici's index costs a service
+// 100 ms or more of its start, so when nothing has set a global dispatcher
+// yet, ours is made on first use: the slot holds a getter until someone
+// reads it (Node's fetch, undici's index as it loads, our handle).
 // Returns { value, undo }.
 function installHttp (resolved) {
-  const undici = require('undici')
-  const { createAgent, snapshot } = require('./agent')
-  const { agent, dispatcher, stats } = createAgent(resolved)
-  const previous = undici.getGlobalDispatcher()
-  undici.setGlobalDispatcher(dispatcher)
+  const stats = createStats()
+  let built = null // { undici, agent, dispatcher, previous }
+  const build = () => {
+    const undici = require('./undici')
+    const { agent, dispatcher } = require('./agent').createAgent(resolved, stats)
+    // Nothing before us (the lazy case): uninstall() leaves what undici
+    // itself would have set, a default Agent.
+    const previous = undici.getGlobalDispatcher() ?? new undici.Agent()
+    built = { undici, agent, dispatcher, previous }
+    undici.setGlobalDispatcher(dispatcher)
+    return built
+  }
+
+  let lazy = false
+  if (Object.hasOwn(globalThis, kGlobalDispatcher)) {
+    build()
+  } else {
+    lazy = true
+    Object.defineProperty(globalThis, kGlobalDispatcher, {
+      configurable: true,
+      enumerable: false,
+      // Read once: build() replaces this property with undici's own.
+      get () {
+        delete globalThis[kGlobalDispatcher]
+        return build().dispatcher
+      },
+      set (value) {
+        Object.defineProperty(globalThis, kGlobalDispatcher, { value, writable: true, enumerable: false, configurable: true })
+      },
+    })
+  }
+
   const value = {
-    dispatcher,
+    // Ours, made now if it was not yet; null if another took the slot first.
+    get dispatcher () {
+      if (built === null) readSlot()
+      return built === null ? null : built.dispatcher
+    },
     stats: () => snapshot(stats),
   }
   function undo () {
-    const ours = undici.getGlobalDispatcher() === dispatcher
-    if (ours) undici.setGlobalDispatcher(previous)
+    if (built === null) {
+      // Never used: take the getter away, if it is still ours.
+      const ours = lazy && typeof Object.getOwnPropertyDescriptor(globalThis, kGlobalDispatcher)?.get === 'function'
+      if (ours) delete globalThis[kGlobalDispatcher]
+      return ours
+    }
+    const ours = built.undici.getGlobalDispatcher() === built.dispatcher
+    if (ours) built.undici.setGlobalDispatcher(built.previous)
     // Graceful: requests under way finish, idle sockets close.
-    agent.close().catch(() => {})
+    built.agent.close().catch(() => {})
     return ours
   }
   return { value, undo }
+}
+
+// Reading the slot runs the getter that makes our Agent.
+function readSlot () {
+  return globalThis[kGlobalDispatcher]
 }
 
 module.exports = { spec, check, installHttp }

@@ -1,6 +1,6 @@
 'use strict'
 
-const { errors: undiciErrors } = require('undici')
+const { errors: undiciErrors } = require('./undici')
 const { channels } = require('../diagnostics')
 const { isReplayable, isIterable, readBody, headerValue, headerList } = require('./body')
 const { ConnectionQueue } = require('./queue')
