@@ -69,7 +69,7 @@ t.test('the packed tarball installs into an empty folder and install() works the
   const pkg = require('../package.json')
   t.equal(packed.name, pkg.name)
   t.equal(packed.version, pkg.version)
-  for (const needed of ['package.json', 'index.js', 'lib/install.js', 'lib/register.js', 'types/index.d.ts', 'README.md', 'CHANGELOG.md']) {
+  for (const needed of ['package.json', 'index.js', 'lib/install.js', 'lib/register.js', 'types/index.d.ts', 'README.md', 'CHANGELOG.md', 'LICENSE']) {
     t.ok(files.includes(needed), `the tarball holds ${needed}`)
   }
   const extra = files.filter((f) => /^(test|bench|examples|coverage|\.cache|\.tap|node_modules|\.ci)\//.test(f) || /\.test-d\.ts$/.test(f))
