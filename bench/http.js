@@ -16,6 +16,8 @@
 // `node bench/http.js --caps` instead runs fetch-burst through io-hygiene at
 // several connection caps, without and with 20 ms of server latency: how the
 // default cap was chosen.
+// --no-events leaves the events scenario out (it runs two child processes of
+// 50,000 events each).
 const http = require('node:http')
 const net = require('node:net')
 const dns = require('node:dns')
