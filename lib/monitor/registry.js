@@ -11,7 +11,7 @@ const kRegistry = Symbol.for('io-hygiene.monitor.histograms.v1')
 
 // The kinds io-hygiene's modules feed (values in ms, from a clock read the
 // module makes anyway; a cache hit, which reads none, records 0):
-//   dns.lookup          { source: 'hit' | 'stale' | 'upstream' | 'error' }
+//   dns.lookup          { source: 'hit' | 'stale' | 'negative' (0: no clock) | 'upstream' | 'error' }
 //   batch.queue_wait    { batcher } per item, at flush: flush time - enqueue time
 //   batch.flush         { batcher, outcome: 'ok' | 'error' } send() round trip
 //   http.request        { origin, outcome: 'ok' | 'error' | 'timeout' }

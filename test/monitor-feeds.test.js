@@ -1,0 +1,48 @@
+'use strict'
+
+// The operation histograms as io-hygiene's own modules feed them, through
+// real work: a DNS server on 127.0.0.1, a batcher with a real sink, HTTP
+// requests to a local server. The registry is process-wide, so each test
+// reads what its own work added (since()).
+const t = require('tap')
+const { cacheWithServer, eventually, untilStale } = require('./helpers/dns-cache')
+const { series } = require('../lib/monitor/registry')
+
+// What each series of `kind` recorded since `before` (a snapshot()).
+function snapshot () {
+  return new Map(series().map((s) => [s.histogram, s.histogram.copy()]))
+}
+
+function added (kind, before) {
+  const out = {}
+  for (const { kind: k, labels, histogram } of series()) {
+    if (k !== kind) continue
+    const was = before.get(histogram)
+    const window = was === undefined ? histogram.copy() : histogram.since(was)
+    if (window.count > 0) out[Object.values(labels).join('/')] = window
+  }
+  return out
+}
+
+t.test('dns.lookup: cache hits counted without a clock, upstream resolutions timed, by source', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, staleTtlMs: 60_000, errorTtlMs: 60_000 })
+  server.set('fed.test', { a: ['10.9.0.1'], ttl: 1 })
+  const before = snapshot()
+  await lookup('fed.test') // upstream
+  for (let i = 0; i < 5; i++) await lookup('fed.test') // hits
+  await t.rejects(lookup('missing.test'), { code: 'ENOTFOUND' }) // error
+  await t.rejects(lookup('missing.test'), { code: 'ENOTFOUND' }) // negative
+  t.ok(await untilStale(cache, 'fed.test'), 'the TTL runs out')
+  await lookup('fed.test') // stale, and a refresh upstream
+  t.ok(await eventually(() => added('dns.lookup', before).upstream?.count === 2), 'the refresh answers')
+  const got = added('dns.lookup', before)
+  t.same(Object.keys(got).sort(), ['error', 'hit', 'negative', 'stale', 'upstream'])
+  t.equal(got.hit.count, 5, 'every hit counted')
+  t.equal(got.hit.sumMs, 0, 'a hit reads no clock: it records 0')
+  t.equal(got.stale.count, 1)
+  t.equal(got.negative.count, 1)
+  t.equal(got.upstream.count, 2, 'the first resolution and the refresh')
+  t.ok(got.upstream.sumMs > 0, 'resolutions are timed')
+  t.equal(got.error.count, 1)
+  t.ok(got.error.sumMs > 0)
+})
