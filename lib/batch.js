@@ -58,6 +58,7 @@
 // deadlines and overflow waits; it is ref'd only while someone awaits flush()
 // or close(), and their own deadlines are ref'd timers.
 const { channels } = require('./diagnostics')
+const { histogram } = require('./monitor/registry')
 const { onShutdown, offShutdown } = require('./shutdown')
 const { integer, boolean, oneOf, func, string, nullable, resolve } = require('./options')
 const {
@@ -314,10 +315,18 @@ class Batcher {
   }
 
   #latency = new Array(FLUSH_LATENCY_BUCKETS_MS.length).fill(0)
+  // The monitor's histograms of this batcher's name, got once: send()'s
+  // round trip by outcome, and each item's wait from push() to its first send.
+  #flushOk
+  #flushError
+  #queueWait
 
   constructor (options) {
     this.#options = options
     this.#what = `batcher "${options.name}"`
+    this.#flushOk = histogram('batch.flush', { batcher: options.name, outcome: 'ok' })
+    this.#flushError = histogram('batch.flush', { batcher: options.name, outcome: 'error' })
+    this.#queueWait = histogram('batch.queue_wait', { batcher: options.name })
     if (options.flushOnSignals) {
       onShutdown(this, {
         close: () => this.close({ timeoutMs: options.shutdownTimeoutMs }),
@@ -636,11 +645,21 @@ class Batcher {
   #send (group, batch) {
     const records = batch.records
     const items = new Array(records.length)
-    for (let i = 0; i < records.length; i++) items[i] = records[i].item
-    batch.inFlight = true
-    batch.attempt++
-    this.#batchesInFlight++
     const started = performance.now()
+    batch.attempt++
+    if (batch.attempt === 1) {
+      // `at` is the clock of the item's run of pushes (#now()): its wait,
+      // from the clock reads the batcher makes anyway.
+      const wait = this.#queueWait
+      for (let i = 0; i < records.length; i++) {
+        items[i] = records[i].item
+        wait.record(started - records[i].at)
+      }
+    } else {
+      for (let i = 0; i < records.length; i++) items[i] = records[i].item
+    }
+    batch.inFlight = true
+    this.#batchesInFlight++
     let pending
     try {
       pending = this.#options.send(items, { group: group.key, attempt: batch.attempt })
@@ -666,6 +685,8 @@ class Batcher {
       value = new ERR_IO_HYGIENE_INVALID_RESULT(this.#what,
         `send() must resolve with undefined or an array of ${records.length} results, got ${Array.isArray(value) ? `an array of ${value.length}` : typeof value}`)
     }
+    if (ok) this.#flushOk.record(now - started)
+    else this.#flushError.record(now - started)
     if (channels.batchFlush.hasSubscribers) {
       channels.batchFlush.publish({ name: o.name, items: records.length, bytes: batch.bytes, attempt: batch.attempt, durationMs: now - started, error: ok ? null : value })
     }

@@ -46,3 +46,40 @@ t.test('dns.lookup: cache hits counted without a clock, upstream resolutions tim
   t.equal(got.error.count, 1)
   t.ok(got.error.sumMs > 0)
 })
+
+t.test('batch.flush and batch.queue_wait: per batcher name, a round trip per send by outcome, a wait per item', async (t) => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const path = require('node:path')
+  const { createBatcher } = require('..')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-feeds-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'sink.log')
+  let failures = 1
+  const batcher = createBatcher({
+    name: 'feeds-file',
+    flushWhenIdle: false,
+    flushIntervalMs: 20,
+    retryBackoffMs: 0,
+    isRetriable: () => true,
+    // A real sink: lines appended to a file; the first send fails once.
+    send: async (items) => {
+      if (failures-- > 0) throw new Error('sink unavailable')
+      await fs.promises.appendFile(file, items.join('\n') + '\n')
+    },
+  })
+  t.teardown(() => batcher.close())
+  // The batcher's timers are unref'd: as a server would, keep the process up.
+  const alive = setInterval(() => {}, 1000)
+  t.teardown(() => clearInterval(alive))
+  const before = snapshot()
+  await Promise.all(['a', 'b', 'c'].map((line) => batcher.push(line)))
+  t.equal(fs.readFileSync(file, 'utf8'), 'a\nb\nc\n')
+  const flush = added('batch.flush', before)
+  t.same(Object.keys(flush).sort(), ['feeds-file/error', 'feeds-file/ok'])
+  t.equal(flush['feeds-file/ok'].count, 1, 'one round trip that succeeded')
+  t.equal(flush['feeds-file/error'].count, 1, 'and the one that failed')
+  const wait = added('batch.queue_wait', before)['feeds-file']
+  t.equal(wait.count, 3, 'one wait per item, at its first send (the retry adds none)')
+  t.ok(wait.percentile(0) >= 1, 'the items lingered flushIntervalMs before the send: the wait is measured')
+})

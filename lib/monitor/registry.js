@@ -12,7 +12,7 @@ const kRegistry = Symbol.for('io-hygiene.monitor.histograms.v1')
 // The kinds io-hygiene's modules feed (values in ms, from a clock read the
 // module makes anyway; a cache hit, which reads none, records 0):
 //   dns.lookup          { source: 'hit' | 'stale' | 'negative' (0: no clock) | 'upstream' | 'error' }
-//   batch.queue_wait    { batcher } per item, at flush: flush time - enqueue time
+//   batch.queue_wait    { batcher } per item, at its first send: send time - push time
 //   batch.flush         { batcher, outcome: 'ok' | 'error' } send() round trip
 //   http.request        { origin, outcome: 'ok' | 'error' | 'timeout' }
 
