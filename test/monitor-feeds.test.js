@@ -83,3 +83,27 @@ t.test('batch.flush and batch.queue_wait: per batcher name, a round trip per sen
   t.equal(wait.count, 3, 'one wait per item, at its first send (the retry adds none)')
   t.ok(wait.percentile(0) >= 1, 'the items lingered flushIntervalMs before the send: the wait is measured')
 })
+
+t.test('http.request: per request, by origin and outcome, from dispatch to completion', async (t) => {
+  const ioHygiene = require('..')
+  const { startHttpServer } = require('./helpers/http-server')
+  const server = await startHttpServer({ hostname: '127.0.0.1' })
+  t.teardown(() => server.close())
+  ioHygiene.install({ dns: false, http: { requestTimeoutMs: 200 } })
+  t.teardown(() => ioHygiene.uninstall())
+  const before = snapshot()
+  for (let i = 0; i < 3; i++) t.equal(await (await fetch(server.url('/ok'))).text(), 'ok')
+  server.handler = (req, res) => {
+    if (req.url === '/hang') return // never answers: the deadline ends it
+    req.socket.destroy() // no response: an error
+  }
+  await t.rejects(fetch(server.url('/hang')))
+  await t.rejects(fetch(server.url('/reset'), { method: 'POST', body: 'x' }))
+  const origin = server.origin()
+  const got = added('http.request', before)
+  t.same(Object.keys(got).sort(), [`${origin}/error`, `${origin}/ok`, `${origin}/timeout`])
+  t.equal(got[`${origin}/ok`].count, 3, 'one record per request')
+  t.ok(got[`${origin}/ok`].sumMs > 0, 'timed')
+  t.equal(got[`${origin}/timeout`].count, 1)
+  t.equal(got[`${origin}/error`].count, 1)
+})

@@ -5,6 +5,7 @@ const { LRUCache } = require('lru-cache')
 const { OriginSockets } = require('./idle')
 const { RetryBudget } = require('./budget')
 const { createRetryInterceptor, kAttempt } = require('./retry')
+const { histogram } = require('../monitor/registry')
 
 // Per-origin state (retry budget, sockets, the learned idle close), bounded
 // like undici bounds nothing: the least recently used origin is forgotten.
@@ -27,6 +28,13 @@ function createAgent (cfg, stats) {
         key,
         budget: new RetryBudget(cfg.retryBudgetPercent, cfg.retryBudgetMinPerSecond),
         sockets: new OriginSockets(key, stats, cfg.learnIdleClose),
+        // http.request histograms, got once per origin; the registry caps
+        // the label sets, so many origins end up sharing "other".
+        latency: {
+          ok: histogram('http.request', { origin: key, outcome: 'ok' }),
+          error: histogram('http.request', { origin: key, outcome: 'error' }),
+          timeout: histogram('http.request', { origin: key, outcome: 'timeout' }),
+        },
       }
       origins.set(key, state)
     }

@@ -30,7 +30,7 @@ class ConnectionQueue {
   }
 
   #sweep () {
-    const oldest = Date.now() - this.#limitMs
+    const oldest = performance.now() - this.#limitMs
     for (const request of this.#waiting) {
       if (request.waitingSince > oldest) break
       this.#waiting.delete(request)

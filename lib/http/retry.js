@@ -31,8 +31,10 @@ function createRetryInterceptor (cfg, stats, originOf) {
     // An upgrade or CONNECT is never retried, and owns its socket after.
     if (opts.upgrade || opts.method === 'CONNECT') return dispatch(opts, handler)
     const origin = originOf(opts.origin)
-    origin.budget.request(Date.now())
-    return new SafeRequest(dispatch, opts, handler, cfg, stats, origin, queue).start()
+    // The one clock read of a dispatch: the budget's and the request's start.
+    const now = performance.now()
+    origin.budget.request(now)
+    return new SafeRequest(dispatch, opts, handler, cfg, stats, origin, queue, now).start()
   }
 }
 
@@ -100,8 +102,9 @@ class SafeRequest {
   #idleMs = -1
   #bytesWritten = 0
   #bytesRead = 0
+  #startedAt
 
-  constructor (dispatch, opts, handler, cfg, stats, origin, queue) {
+  constructor (dispatch, opts, handler, cfg, stats, origin, queue, startedAt) {
     this.#dispatch = dispatch
     this.#opts = { ...opts, headers: headerList(opts.headers), [kAttempt]: this }
     this.#handler = handler
@@ -109,6 +112,7 @@ class SafeRequest {
     this.#stats = stats
     this.#origin = origin
     this.#queue = queue
+    this.#startedAt = startedAt
   }
 
   start () {
@@ -139,7 +143,7 @@ class SafeRequest {
     this.#socket = null
     this.#written = null
     this.#queue.delete(this) // a retry waits again, from now
-    this.#queue.add(this, Date.now())
+    this.#queue.add(this, performance.now())
     return this.#dispatch(this.#opts, this)
   }
 
@@ -200,6 +204,7 @@ class SafeRequest {
     this.#attemptEnded()
     if (this.#retryAfterBody !== null) return this.#retry(this.#retryAfterBody)
     this.#finish()
+    this.#origin.latency.ok.record(performance.now() - this.#startedAt)
     this.#handler.onResponseEnd?.(this.#controller, trailers)
   }
 
@@ -248,7 +253,7 @@ class SafeRequest {
 
   #mayRetry (reason, safe) {
     if (!safe || !this.#replayable || this.#retries >= this.#cfg.maxRetries) return false
-    if (this.#origin.budget.tryRetry(Date.now())) return true
+    if (this.#origin.budget.tryRetry(performance.now())) return true
     this.#stats.budgetRefusals++
     if (channels.httpBudget.hasSubscribers) {
       channels.httpBudget.publish({ origin: this.#origin.key, method: this.#opts.method, path: this.#opts.path, reason })
@@ -343,6 +348,9 @@ class SafeRequest {
     if (this.#done) return // a body read that failed after the deadline
     this.#error = err
     this.#finish()
+    const latency = this.#origin.latency
+    const outcome = TIMEOUT_KINDS[err?.code] !== undefined ? latency.timeout : latency.error
+    outcome.record(performance.now() - this.#startedAt)
     this.#handler.onResponseError?.(this.#controller, err)
   }
 }
