@@ -107,3 +107,63 @@ t.test('http.request: per request, by origin and outcome, from dispatch to compl
   t.equal(got[`${origin}/timeout`].count, 1)
   t.equal(got[`${origin}/error`].count, 1)
 })
+
+t.test('sample(), report(), StatsD and prom-client show what the modules fed', async (t) => {
+  const fs = require('node:fs')
+  const ioHygiene = require('..')
+  const { createBatcher, createMonitor, createStatsd } = ioHygiene
+  const { Registry } = require('prom-client')
+  const { startHttpServer } = require('./helpers/http-server')
+  const { startStatsdReceiver } = require('./helpers/statsd-receiver')
+
+  const receiver = await startStatsdReceiver()
+  t.teardown(() => receiver.close())
+  const client = createStatsd({ host: '127.0.0.1', port: receiver.port })
+  const registry = new Registry()
+  const monitor = createMonitor({ intervalMs: 2 ** 31 - 1, conditions: [], statsd: client, registry })
+  t.teardown(() => monitor.close())
+
+  // Real work for each module.
+  const { server: dnsServer, lookup } = await cacheWithServer(t)
+  dnsServer.set('outputs.test', { a: ['10.9.0.2'] })
+  await lookup('outputs.test')
+  await lookup('outputs.test')
+  const batcher = createBatcher({ name: 'feeds-outputs', send: async () => { await fs.promises.stat(__filename) } })
+  t.teardown(() => batcher.close())
+  await Promise.all(['a', 'b', 'c'].map((line) => batcher.push(line)))
+  const httpServer = await startHttpServer({ hostname: '127.0.0.1' })
+  t.teardown(() => httpServer.close())
+  ioHygiene.install({ dns: false, http: true })
+  t.teardown(() => ioHygiene.uninstall())
+  t.equal(await (await fetch(httpServer.url('/'))).text(), 'ok')
+  const origin = httpServer.origin()
+
+  const sample = monitor.sample()
+  const find = (kind, labels) => sample.histograms.find((h) => h.kind === kind && Object.entries(labels).every(([k, v]) => h.labels[k] === v))
+  t.ok(find('dns.lookup', { source: 'upstream' }).count >= 1, 'sample(): dns.lookup upstream')
+  t.ok(find('dns.lookup', { source: 'hit' }).count >= 1, 'sample(): dns.lookup hit')
+  t.match(find('batch.flush', { batcher: 'feeds-outputs', outcome: 'ok' }), { count: 1 }, 'sample(): batch.flush')
+  t.match(find('batch.queue_wait', { batcher: 'feeds-outputs' }), { count: 3 }, 'sample(): batch.queue_wait')
+  t.ok(find('http.request', { origin, outcome: 'ok' }).count >= 1, 'sample(): http.request')
+  t.equal(ioHygiene.Histogram.from(find('batch.queue_wait', { batcher: 'feeds-outputs' })).count, 3, 'plain data a Histogram reads back')
+
+  const report = monitor.report()
+  for (const title of ['dns.lookup source=upstream: ', 'dns.lookup source=hit: ', 'batch.flush batcher=feeds-outputs outcome=ok: 1 recorded',
+    'batch.queue_wait batcher=feeds-outputs: 3 recorded', `http.request origin=${origin} outcome=ok: `]) {
+    t.ok(report.includes(title), `report(): ${title}`)
+  }
+
+  await client.close()
+  await receiver.waitFor((r) => r.find('nodejs.monitor.cost_us').length === 1)
+  const tagged = (name, ...tags) => receiver.find(name).filter((l) => tags.every((tag) => l.tags.includes(tag)))
+  t.equal(tagged('nodejs.dns.lookup.count', 'source:upstream').length, 1, 'StatsD: dns.lookup')
+  t.equal(tagged('nodejs.batch.flush.count', 'batcher:feeds-outputs', 'outcome:ok')[0]?.value, '1', 'StatsD: batch.flush')
+  t.equal(tagged('nodejs.batch.queue_wait.p99_ms', 'batcher:feeds-outputs').length, 1, 'StatsD: batch.queue_wait')
+  t.equal(tagged('nodejs.http.request.count', `origin:${origin}`, 'outcome:ok').length, 1, 'StatsD: http.request')
+
+  const text = await registry.metrics()
+  t.match(text, /^io_hygiene_dns_lookup_seconds_count\{source="upstream"\} [1-9]/m, 'prom-client: dns.lookup')
+  t.match(text, /^io_hygiene_batch_flush_seconds_count\{batcher="feeds-outputs",outcome="ok"\} 1$/m, 'prom-client: batch.flush')
+  t.match(text, /^io_hygiene_batch_queue_wait_seconds_count\{batcher="feeds-outputs"\} 3$/m, 'prom-client: batch.queue_wait')
+  t.ok(text.includes(`io_hygiene_http_request_seconds_count{origin="${origin}",outcome="ok"}`), 'prom-client: http.request')
+})

@@ -533,6 +533,8 @@ export interface MonitorSample {
   rssBytes: number
   gcCount: number
   gcPauseMs: number
+  /** Every operation histogram that recorded something, since the process started. */
+  histograms: Array<{ kind: string, labels: Record<string, string>, count: number, sumMs: number, maxMs: number, buckets: Record<string, number> }>
   /** Main-thread time this sample took. */
   costUs: number
 }

@@ -85,6 +85,8 @@ import { createMonitor, histogram, Histogram, type MonitorSample, type MonitorAl
 const monitor = createMonitor({ intervalMs: 1000, conditions: ['GetAddrInfoReqWrap > 100 for 3 samples', { when: 'elu > 0.9', for: 3, profile: false }], logger: console })
 expectType<MonitorSample>(monitor.sample())
 expectType<number>(monitor.sample().requestsByType.GetAddrInfoReqWrap)
+expectType<number>(monitor.sample().histograms[0].count)
+expectType<Record<string, string>>(monitor.sample().histograms[0].labels)
 expectType<string>(monitor.report())
 expectType<Promise<void>>(monitor.close())
 expectError(createMonitor({ interval: 1000 }))

@@ -1,6 +1,7 @@
 'use strict'
 
 const { monitorEventLoopDelay, performance, PerformanceObserver } = require('node:perf_hooks')
+const { series } = require('./registry')
 
 // libuv requests as process.getActiveResourcesInfo() names them
 // (GetAddrInfoReqWrap, FSReqCallback, FSReqPromise, WriteWrap,
@@ -110,6 +111,7 @@ class Sampler {
       rssBytes: memory.rss,
       gcCount: this.#gcCount,
       gcPauseMs: round(this.#gcPauseMs),
+      histograms: recordedHistograms(),
       costUs: 0,
     }
     this.#gcCount = 0
@@ -122,6 +124,17 @@ class Sampler {
     this.#delay.disable()
     this.#observer.disconnect()
   }
+}
+
+// Every operation histogram that recorded something, since the process
+// started (not per window: totals merge across samples and processes), as
+// plain data Histogram.from() reads back.
+function recordedHistograms () {
+  const out = []
+  for (const { kind, labels, histogram } of series()) {
+    if (histogram.count !== 0) out.push({ kind, labels, ...histogram.toJSON() })
+  }
+  return out
 }
 
 function round (n, digits = 3) {
