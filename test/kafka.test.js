@@ -311,6 +311,22 @@ t.test('flushOnSignals: false leaves SIGTERM alone: the queued messages are lost
   t.equal(r.signal, 'SIGTERM')
 })
 
+t.test('beforeExit sends what lingers: the loop ran dry with messages behind the unref\'d linger', async (t) => {
+  const topic = await createTopic()
+  const producer = wrapProducer(kafka.producer(), { lingerMs: 60_000 })
+  await producer.connect()
+  t.teardown(() => producer.disconnect())
+  // The first send goes at once; the second waits out the linger behind it.
+  const first = producer.send({ topic, messages: [{ value: 'first' }] })
+  await new Promise(setImmediate)
+  const second = producer.send({ topic, messages: [{ value: 'second' }] })
+  await first
+  t.equal(producer.stats().queued, 1, 'the second is still lingering')
+  process.emit('beforeExit', 0)
+  const [meta] = await second
+  t.equal(meta.topicName, topic, 'acknowledged without waiting for the linger')
+})
+
 t.test('send() after disconnect() names the producer, not its batcher', async (t) => {
   const topic = await createTopic()
   const producer = wrapProducer(kafka.producer())

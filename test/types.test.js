@@ -28,6 +28,11 @@ t.test('tsc --strict on a project with neither hot-shots nor kafkajs', async (t)
   fs.mkdirSync(path.join(pkg, 'types'), { recursive: true })
   fs.copyFileSync(path.join(root, 'types', 'index.d.ts'), path.join(pkg, 'types', 'index.d.ts'))
   fs.writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: 'io-hygiene', types: 'types/index.d.ts' }))
+  // npm installs io-hygiene's own dependencies beside it (undici's types are
+  // part of the http API); only the optional peers are missing.
+  for (const dep of Object.keys(require('../package.json').dependencies)) {
+    fs.symlinkSync(path.join(root, 'node_modules', dep), path.join(dir, 'node_modules', dep), 'dir')
+  }
   fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
     compilerOptions: {
       strict: true,
