@@ -55,8 +55,8 @@ class DnsCache {
   // dns.lookup latency by source. What the cache answers (hit, stale,
   // negative) reads no clock and records 0: those are counts. Resolutions
   // are timed with the clock reads the slow path makes anyway.
+  #hitLatency = histogram('dns.lookup', { source: 'hit' }) // the hot path's: one field load
   #latency = {
-    hit: histogram('dns.lookup', { source: 'hit' }),
     stale: histogram('dns.lookup', { source: 'stale' }),
     negative: histogram('dns.lookup', { source: 'negative' }),
     upstream: histogram('dns.lookup', { source: 'upstream' }),
@@ -90,7 +90,7 @@ class DnsCache {
     const entry = record[slot]
     if (entry === undefined || entry.fresh !== true) return undefined
     this.#counters.hits++
-    this.#latency.hit.record(0)
+    this.#hitLatency.record(0)
     if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'hit', null)
     return entry
   }
