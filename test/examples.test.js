@@ -51,16 +51,9 @@ const keyLines = {
   },
 }
 
-// The examples run as a user runs them: without tap's coverage hooks, so
-// that they are not counted as library code to cover.
-const env = { ...process.env }
-delete env.NODE_OPTIONS
-delete env.NODE_V8_COVERAGE
-for (const key of Object.keys(env)) if (key.startsWith('_TAPJS')) delete env[key]
-
 function run (file) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join('examples', file)], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [path.join('examples', file)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d) => { stdout += d })
