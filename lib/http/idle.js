@@ -61,10 +61,12 @@ class OriginSockets {
     return idleMs
   }
 
+  // Returns the time it read, so the request's latency shares the one read.
   ended (s) {
     s.busy = false
-    s.idleSince = performance.now()
+    const now = s.idleSince = performance.now()
     if (this.retireAfterMs !== null && !s.closing) this.#arm(s, this.retireAfterMs)
+    return now
   }
 
   // An upgrade or CONNECT takes the socket over: it is no longer ours to

@@ -201,15 +201,15 @@ class SafeRequest {
   }
 
   onResponseEnd (controller, trailers) {
-    this.#attemptEnded()
+    const endedAt = this.#attemptEnded()
     if (this.#retryAfterBody !== null) return this.#retry(this.#retryAfterBody)
     this.#finish()
-    this.#origin.latency.ok.record(performance.now() - this.#startedAt)
+    this.#origin.latency.ok.record(endedAt - this.#startedAt)
     this.#handler.onResponseEnd?.(this.#controller, trailers)
   }
 
   onResponseError (controller, err) {
-    this.#attemptEnded()
+    const endedAt = this.#attemptEnded()
     if (this.#done) return
     if (err !== this.#deadlineError) {
       const kind = TIMEOUT_KINDS[err?.code]
@@ -219,14 +219,16 @@ class SafeRequest {
       const retry = this.#errorRetry(err)
       if (retry !== null) return this.#retry(retry)
     }
-    this.#fail(err)
+    this.#fail(err, endedAt)
   }
 
+  // The time the attempt ended: the read that marks its socket idle, so
+  // the latency histogram adds no clock read of its own.
   #attemptEnded () {
-    if (this.#socket !== null) {
-      this.#origin.sockets.ended(this.#socket)
-      this.#socket = null
-    }
+    const s = this.#socket
+    if (s === null) return performance.now()
+    this.#socket = null
+    return this.#origin.sockets.ended(s)
   }
 
   // Which retry an attempt's error allows, if any.
@@ -344,13 +346,13 @@ class SafeRequest {
     }
   }
 
-  #fail (err) {
+  #fail (err, now = performance.now()) {
     if (this.#done) return // a body read that failed after the deadline
     this.#error = err
     this.#finish()
     const latency = this.#origin.latency
     const outcome = TIMEOUT_KINDS[err?.code] !== undefined ? latency.timeout : latency.error
-    outcome.record(performance.now() - this.#startedAt)
+    outcome.record(now - this.#startedAt)
     this.#handler.onResponseError?.(this.#controller, err)
   }
 }
