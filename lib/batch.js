@@ -986,6 +986,16 @@ function createBatcher (options) {
   const where = 'createBatcher()'
   const o = resolve(where, spec, options)
   if (o.send === null) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'send', 'a function', undefined)
+  checkLimits(where, o)
+  if (o.concurrency > 1 && o.groupOf === null) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'concurrency above 1 needs groupOf: one group never has two batches in flight, so that it keeps its order')
+  }
+  return new Batcher(o)
+}
+
+// The limits that must agree, for the batcher and for sinks that take the
+// same option names (createHttpSink), so each refuses them at its own call.
+function checkLimits (where, o) {
   if (o.maxBatchItems > o.maxQueuedItems) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `maxBatchItems (${o.maxBatchItems}) must not exceed maxQueuedItems (${o.maxQueuedItems})`)
   }
@@ -995,10 +1005,6 @@ function createBatcher (options) {
   if (o.retryBackoffMs > o.maxRetryBackoffMs) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `retryBackoffMs (${o.retryBackoffMs}) must not exceed maxRetryBackoffMs (${o.maxRetryBackoffMs})`)
   }
-  if (o.concurrency > 1 && o.groupOf === null) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'concurrency above 1 needs groupOf: one group never has two batches in flight, so that it keeps its order')
-  }
-  return new Batcher(o)
 }
 
-module.exports = { spec, createBatcher, FLUSH_LATENCY_BUCKETS_MS }
+module.exports = { spec, createBatcher, checkLimits, FLUSH_LATENCY_BUCKETS_MS }

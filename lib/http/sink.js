@@ -19,11 +19,10 @@
 // were settled at once and are not sent again.
 const zlib = require('node:zlib')
 const { promisify } = require('node:util')
-const { createBatcher } = require('../batch')
+const { createBatcher, checkLimits } = require('../batch')
 const { integer, boolean, oneOf, string, nullable, resolve } = require('../options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
-  ERR_IO_HYGIENE_CONFLICTING_OPTIONS,
   ERR_IO_HYGIENE_INVALID_ARGUMENT,
   ERR_IO_HYGIENE_TIMEOUT,
   ERR_IO_HYGIENE_CLOSED,
@@ -390,15 +389,7 @@ class HttpSink {
 function createHttpSink (options) {
   const o = resolve(where, spec, options)
   if (o.url === null) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'url', 'an http: or https: URL', undefined)
-  if (o.maxBatchItems > o.maxQueuedItems) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `maxBatchItems (${o.maxBatchItems}) must not exceed maxQueuedItems (${o.maxQueuedItems})`)
-  }
-  if (o.maxBatchBytes > o.maxQueuedBytes) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `maxBatchBytes (${o.maxBatchBytes}) must not exceed maxQueuedBytes (${o.maxQueuedBytes})`)
-  }
-  if (o.retryBackoffMs > o.maxRetryBackoffMs) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `retryBackoffMs (${o.retryBackoffMs}) must not exceed maxRetryBackoffMs (${o.maxRetryBackoffMs})`)
-  }
+  checkLimits(where, o)
   // Loaded here, not with io-hygiene: undici is large. Its request() uses
   // the global dispatcher at each call, so an install() made later counts.
   const { request } = require('undici')
