@@ -7,18 +7,10 @@ const path = require('node:path')
 const { execFile } = require('node:child_process')
 const undici = require('undici')
 const ioHygiene = require('..')
-const { startHttpServer, testDns } = require('./helpers/http-server')
+const { startHttpServer, testDns, installWithServer: setup } = require('./helpers/http-server')
 const { eventually, sleep } = require('./helpers/wait')
 
 t.afterEach(() => ioHygiene.uninstall())
-
-async function setup (t, http = {}, serverOptions = {}) {
-  const server = await startHttpServer({ hostname: 'api.test', ...serverOptions })
-  t.teardown(() => server.close())
-  const dns = await testDns(t)
-  const handle = ioHygiene.install({ dns: dns.options, http })
-  return { server, handle }
-}
 
 // Messages published on an io-hygiene:http:* channel during the test.
 function listen (t, name, onMessage = () => {}) {

@@ -5,20 +5,12 @@
 const t = require('tap')
 const undici = require('undici')
 const ioHygiene = require('..')
-const { startHttpServer, testDns } = require('./helpers/http-server')
+const { installWithServer: setup } = require('./helpers/http-server')
 const { eventually } = require('./helpers/wait')
 
 const { ConnectTimeoutError, HeadersTimeoutError, BodyTimeoutError } = undici.errors
 
 t.afterEach(() => ioHygiene.uninstall())
-
-async function setup (t, http = {}) {
-  const server = await startHttpServer({ hostname: 'api.test' })
-  t.teardown(() => server.close())
-  const dns = await testDns(t)
-  const handle = ioHygiene.install({ dns: dns.options, http })
-  return { server, handle, dns: dns.server }
-}
 
 // Sends the head of a response and one chunk of its body, then nothing.
 function stallBody (req, res) {

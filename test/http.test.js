@@ -9,17 +9,9 @@ const ioHygiene = require('..')
 const { optionsFromEnv } = require('../lib/env')
 const { modules } = require('../lib/install')
 const { spec } = require('../lib/http')
-const { startHttpServer, testDns } = require('./helpers/http-server')
+const { installWithServer: setup } = require('./helpers/http-server')
 
 t.afterEach(() => ioHygiene.uninstall())
-
-async function setup (t, http = {}, serverOptions = {}) {
-  const server = await startHttpServer({ hostname: 'api.test', ...serverOptions })
-  t.teardown(() => server.close())
-  const dns = await testDns(t)
-  const handle = ioHygiene.install({ dns: dns.options, http })
-  return { server, handle, dns: dns.server }
-}
 
 t.test('global fetch, undici.fetch and undici.request all go through our dispatcher and the dns cache', async (t) => {
   const before = undici.getGlobalDispatcher()

@@ -81,4 +81,14 @@ async function testDns (t, name = 'api.test') {
   return { server, options: { servers: [server.server], hostsFile: null } }
 }
 
-module.exports = { startHttpServer, testDns }
+// A server reached as api.test, and io-hygiene installed with `http` over a
+// cache that resolves that name through the test DNS server alone.
+async function installWithServer (t, http = {}, serverOptions = {}) {
+  const server = await startHttpServer({ hostname: 'api.test', ...serverOptions })
+  t.teardown(() => server.close())
+  const dns = await testDns(t)
+  const handle = require('../..').install({ dns: dns.options, http })
+  return { server, handle, dns: dns.server }
+}
+
+module.exports = { startHttpServer, testDns, installWithServer }
