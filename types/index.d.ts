@@ -588,6 +588,8 @@ export declare class Histogram {
   readonly sumMs: number
   readonly maxMs: number
   record(ms: number): void
+  /** record(0) for a path that reads no clock: a count in the lowest bucket. */
+  recordZero(): void
   merge(other: Histogram | HistogramJSON): this
   since(earlier: Histogram): Histogram
   copy(): Histogram

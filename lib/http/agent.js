@@ -69,7 +69,7 @@ function createAgent (cfg, stats) {
     factory: (origin, opts) => new Pool(origin, { ...opts, factory: clientFactory(originOf(origin).sockets) }),
   })
   const dispatcher = agent.compose(createRetryInterceptor(cfg, stats, originOf))
-  return { agent, dispatcher, stats, origins: originOf }
+  return { agent, dispatcher }
 }
 
 class TrackedClient extends Client {

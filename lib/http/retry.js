@@ -122,13 +122,13 @@ class SafeRequest {
       this.#deadline.unref()
     }
     const body = this.#opts.body
-    if (isReplayable(body)) return this.#send()
+    if (isReplayable(body)) return this.#send(this.#startedAt)
     // A stream or async iterable (what fetch() hands on for every body) of a
     // known small length is read first, so that it can be sent again.
     const length = isIterable(body) ? Number(headerValue(this.#opts.headers, 'content-length')) : NaN
     if (!(length <= maxReplayBodyBytes)) {
       this.#replayable = false
-      return this.#send()
+      return this.#send(this.#startedAt)
     }
     readBody(body).then((buffer) => {
       this.#opts.body = buffer
@@ -137,13 +137,14 @@ class SafeRequest {
     return true
   }
 
-  #send () {
+  // `now`: the dispatch's own clock read for a first try; a retry reads anew.
+  #send (now = performance.now()) {
     this.attempt = null
     this.conn = null
     this.#socket = null
     this.#written = null
     this.#queue.delete(this) // a retry waits again, from now
-    this.#queue.add(this, performance.now())
+    this.#queue.add(this, now)
     return this.#dispatch(this.#opts, this)
   }
 
@@ -357,4 +358,4 @@ class SafeRequest {
   }
 }
 
-module.exports = { createRetryInterceptor, kAttempt, IDEMPOTENT }
+module.exports = { createRetryInterceptor, kAttempt }

@@ -25,6 +25,13 @@ class Histogram {
     if (ms > this.maxMs) this.maxMs = ms
   }
 
+  // record(0) for a path that reads no clock (a cache answer): a count in
+  // bucket 0, with nothing to compare or sum.
+  recordZero () {
+    this.buckets[0]++
+    this.count++
+  }
+
   // Adds another histogram (or its toJSON()), e.g. from another process.
   merge (other) {
     const buckets = other instanceof Histogram ? other.buckets : fromJsonBuckets(other)

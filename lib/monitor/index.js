@@ -125,7 +125,7 @@ class Monitor {
     this.#totals.gcPauseMs += sample.gcPauseMs
     this.#totals.costUs += sample.costUs
     if (channels.monitorSample.hasSubscribers) channels.monitorSample.publish(sample)
-    this.#guard(() => this.#evaluate(sample))
+    this.#evaluate(sample)
     if (this.#statsd !== null) this.#guard(() => this.#statsd.publish(sample))
     if (this.#prom !== null) this.#guard(() => this.#prom.sync())
     return sample
@@ -157,7 +157,9 @@ class Monitor {
       if (c.streak < c.for || now - c.firedAt < c.cooldownMs) continue
       c.firedAt = now
       c.fired++
-      this.#fire(c, sample)
+      // Guarded one by one: an action that throws (a full disk for a heap
+      // snapshot) must not silence the conditions after it.
+      this.#guard(() => this.#fire(c, sample))
     }
   }
 

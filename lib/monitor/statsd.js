@@ -34,6 +34,8 @@ class StatsdOutput {
     c.gauge(`${p}monitor.cost_us`, sample.costUs)
     for (const { kind, labels, histogram } of series()) {
       const before = this.#previous.get(histogram)
+      // Nothing recorded since the last publish: no copy, nothing to send.
+      if (before !== undefined && before.count === histogram.count) continue
       const window = before === undefined ? histogram : histogram.since(before)
       this.#previous.set(histogram, histogram.copy())
       if (window.count === 0) continue
