@@ -79,4 +79,16 @@ function format (value) {
   return String(value)
 }
 
-module.exports = { requestSampler, percentile, round, report }
+// `--name N` from argv: a positive integer (or any positive number with
+// integer: false), or `fallback` when absent.
+function option (argv, name, fallback, { integer = true } = {}) {
+  const i = argv.indexOf(name)
+  if (i === -1) return fallback
+  const value = Number(argv[i + 1])
+  if (!(value > 0) || (integer && !Number.isInteger(value))) {
+    throw new TypeError(`${name} must be a positive ${integer ? 'integer' : 'number'}, got ${argv[i + 1]}`)
+  }
+  return value
+}
+
+module.exports = { requestSampler, percentile, round, report, option }

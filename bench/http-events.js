@@ -24,7 +24,7 @@
 // Standalone: `node bench/http-events.js [--json] [--events N] [--in-flight N]`.
 const http = require('node:http')
 const { spawn } = require('node:child_process')
-const { round } = require('./common')
+const { round, option } = require('./common')
 
 const LABELS = ['baseline', 'io-hygiene']
 const CHILD_TIMEOUT_MS = 300_000
@@ -159,14 +159,6 @@ async function child (label, url, count, inFlight) {
   const { activeRequestsPeak } = sampler.stop()
   await done()
   return { label, events: count, failures, wallMs, activeRequestsPeak }
-}
-
-function option (argv, name, fallback) {
-  const i = argv.indexOf(name)
-  if (i === -1) return fallback
-  const value = Number(argv[i + 1])
-  if (!Number.isInteger(value) || value < 1) throw new TypeError(`${name} must be a positive integer`)
-  return value
 }
 
 if (require.main === module) {

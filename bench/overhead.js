@@ -31,7 +31,7 @@ const { fork, spawn, spawnSync } = require('node:child_process')
 const http = require('node:http')
 const net = require('node:net')
 const path = require('node:path')
-const { report, round } = require('./common')
+const { report, round, option } = require('./common')
 
 const LABELS = ['baseline', 'io-hygiene', 'dd-trace']
 const HANDLERS = ['hello', 'realistic']
@@ -46,16 +46,6 @@ const DD_ENV = {
   DD_RUNTIME_METRICS_ENABLED: 'false',
   DD_PROFILING_ENABLED: 'false',
   DD_TRACE_LOG_LEVEL: 'error',
-}
-
-function option (argv, name, fallback, { integer = true } = {}) {
-  const i = argv.indexOf(name)
-  if (i === -1) return fallback
-  const value = Number(argv[i + 1])
-  if (!(value > 0) || (integer && !Number.isInteger(value))) {
-    throw new TypeError(`${name} must be a positive ${integer ? 'integer' : 'number'}, got ${argv[i + 1]}`)
-  }
-  return value
 }
 
 // A comma-separated subset of `all`, in `all`'s order; baseline always runs.

@@ -33,20 +33,13 @@
 // (GETADDRINFOREQWRAP) and every c-ares query (QUERYWRAP), whoever makes it.
 const fs = require('node:fs')
 const { spawn } = require('node:child_process')
+const { option } = require('./common')
 
 const LABELS = ['baseline', 'hot-shots-cached', 'io-hygiene', 'ip-floor']
 const SLOW_HOST = 'statsd.bench.test'
 const SLOW_DELAY_MS = 50
 const BURST = 1000
 const CHILD_TIMEOUT_MS = 120_000
-
-function option (argv, name, fallback) {
-  const i = argv.indexOf(name)
-  if (i === -1) return fallback
-  const value = Number(argv[i + 1])
-  if (!Number.isInteger(value) || value < 1) throw new TypeError(`${name} must be a positive integer`)
-  return value
-}
 
 if (process.argv[2] === '--child') {
   child(process.argv.slice(3)).then((result) => {
