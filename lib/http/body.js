@@ -49,4 +49,15 @@ function headerList (headers) {
   return Array.from(headers)
 }
 
-module.exports = { isReplayable, isIterable, readBody, headerValue, headerList }
+// Retry-After in ms, from delay-seconds or an HTTP-date (a date past is 0);
+// null when absent or invalid. Headers may come as arrays: the first counts.
+function parseRetryAfter (value, now = Date.now()) {
+  if (Array.isArray(value)) value = value[0]
+  if (typeof value !== 'string') return null
+  value = value.trim()
+  if (/^\d+$/.test(value)) return Number(value) * 1000
+  const at = Date.parse(value)
+  return Number.isNaN(at) ? null : Math.max(0, at - now)
+}
+
+module.exports = { isReplayable, isIterable, readBody, headerValue, headerList, parseRetryAfter }

@@ -2,7 +2,7 @@
 
 const { errors: undiciErrors } = require('./undici')
 const { channels } = require('../diagnostics')
-const { isReplayable, isIterable, readBody, headerValue, headerList } = require('./body')
+const { isReplayable, isIterable, readBody, headerValue, headerList, parseRetryAfter } = require('./body')
 const { ConnectionQueue } = require('./queue')
 
 // The retries that are always safe, after Go's net/http
@@ -274,10 +274,8 @@ class SafeRequest {
   // Retry-After in seconds or as an HTTP date; null when it asks for a wait
   // longer than maxRetryDelayMs: the caller gets the response instead.
   #statusRetryDelay (retryAfter) {
-    if (retryAfter === undefined) return this.#backoff()
-    let ms = /^\s*\d+\s*$/.test(retryAfter) ? Number(retryAfter) * 1000 : Date.parse(retryAfter) - Date.now()
-    if (Number.isNaN(ms)) return this.#backoff()
-    if (ms < 0) ms = 0
+    const ms = parseRetryAfter(retryAfter)
+    if (ms === null) return this.#backoff()
     return ms <= this.#cfg.maxRetryDelayMs ? ms : null
   }
 

@@ -20,6 +20,7 @@
 const zlib = require('node:zlib')
 const { promisify } = require('node:util')
 const { createBatcher, checkLimits } = require('../batch')
+const { parseRetryAfter } = require('./body')
 const { integer, boolean, oneOf, string, nullable, resolve } = require('../options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
@@ -125,14 +126,9 @@ const sizeOf = (event) => event.bytes
 // 400); it throws only for what is worth another try.
 const isRetriable = () => true
 
-// Retry-After in ms: delay-seconds or an HTTP-date; 0 when absent or invalid.
-function retryAfterMs (value, now = Date.now()) {
-  if (Array.isArray(value)) value = value[0]
-  if (typeof value !== 'string') return 0
-  value = value.trim()
-  if (/^\d+$/.test(value)) return Number(value) * 1000
-  const at = Date.parse(value)
-  return Number.isNaN(at) ? 0 : Math.max(0, at - now)
+// Retry-After in ms; 0 when absent or invalid.
+function retryAfterMs (value, now) {
+  return parseRetryAfter(value, now) ?? 0
 }
 
 async function excerptOf (body) {
