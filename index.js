@@ -1,13 +1,41 @@
 'use strict'
 
+// Only what install() needs loads with the package: a service pays at start
+// for the modules it turns on, and the rest loads at its first call. The
+// exports stay one object literal, so that `import { wrapProducer } from
+// 'io-hygiene'` finds every name.
 const { install, uninstall, installed } = require('./lib/install')
-const { createDnsCache } = require('./lib/dns')
-const { createBatcher } = require('./lib/batch')
-const { wrapProducer } = require('./lib/kafka')
-const { createStatsd, wrapStatsd } = require('./lib/statsd')
-const { createHttpSink } = require('./lib/http/sink')
-const { createMonitor, histogram, Histogram } = require('./lib/monitor')
-const errors = require('./lib/errors')
+const { Histogram } = require('./lib/monitor/histogram')
+const { histogram } = require('./lib/monitor/registry')
+const { codes: errors } = require('./lib/errors')
+
+function createDnsCache (options) {
+  return require('./lib/dns').createDnsCache(options)
+}
+
+function createBatcher (options) {
+  return require('./lib/batch').createBatcher(options)
+}
+
+function wrapProducer (producer, options) {
+  return require('./lib/kafka').wrapProducer(producer, options)
+}
+
+function createStatsd (options) {
+  return require('./lib/statsd').createStatsd(options)
+}
+
+function wrapStatsd (client, options) {
+  return require('./lib/statsd').wrapStatsd(client, options)
+}
+
+function createHttpSink (options) {
+  return require('./lib/http/sink').createHttpSink(options)
+}
+
+function createMonitor (options) {
+  return require('./lib/monitor').createMonitor(options)
+}
 
 module.exports = {
   install,
@@ -22,5 +50,5 @@ module.exports = {
   createMonitor,
   histogram,
   Histogram,
-  errors: errors.codes,
+  errors,
 }

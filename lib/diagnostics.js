@@ -22,6 +22,9 @@ const channels = {
 // debuglog is a subscriber, attached only when NODE_DEBUG enables it, so the
 // hot path never formats a log line.
 function attachDebug (section, channel, format) {
+  // Without NODE_DEBUG nothing can be enabled; asking debuglog would still
+  // cost every process a few parses at start.
+  if (!process.env.NODE_DEBUG) return
   const log = util.debuglog(section)
   if (!log.enabled) return
   channel.subscribe((message) => log(format(message)))

@@ -60,10 +60,12 @@ function knownVariables (modules) {
 // them and, per module, the variables that were set, to name them when a
 // value is refused.
 function readEnv (modules, env = process.env) {
-  const known = knownVariables(modules)
-  checkNames(known, env)
   const options = {}
   const names = {}
+  // Nearly always nothing to read: then no module's spec is loaded.
+  if (!Object.keys(env).some((name) => name.startsWith(PREFIX) || nearMiss(name) !== null)) return { options, names }
+  const known = knownVariables(modules)
+  checkNames(known, env)
   for (const [name, { module, key, expects }] of known) {
     const raw = env[name]
     if (raw === undefined) continue
@@ -98,10 +100,19 @@ function checkNames (known, env) {
   }
 }
 
+// Pairs of neighbouring letters in the prefix. One edit breaks at most three
+// (a swap of neighbours), so a name within two edits keeps at least four of
+// the ten: a cheap test that spares nearly every variable the edit distance.
+const PAIRS = Array.from({ length: PREFIX.length - 1 }, (_, i) => PREFIX.slice(i, i + 2))
+
 // The name with its prefix corrected, if its prefix is a near miss of ours.
 function nearMiss (name) {
   const upper = name.toUpperCase()
   if (upper.startsWith(PREFIX)) return upper
+  const head = upper.slice(0, PREFIX.length + 2)
+  let kept = 0
+  for (const pair of PAIRS) if (head.includes(pair)) kept++
+  if (kept < PAIRS.length - 6) return null
   let best = null
   let bestDistance = 3
   for (let length = PREFIX.length - 2; length <= PREFIX.length + 2; length++) {

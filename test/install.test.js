@@ -305,3 +305,49 @@ t.test('a misspelt or invalid variable fails start-up, naming it', async (t) => 
     t.match(child.stderr, message)
   }
 })
+
+// What a process loads at start is what it pays for at start (bench/overhead.js
+// `startup`): install() with the defaults loads the dns hot path and the http
+// slot, and nothing a first lookup or another module would load on its own.
+t.test('install() loads only what its modules need before their first use', async (t) => {
+  // Builtins are counted as io-hygiene's own files ask for them: the test
+  // runner's hooks in the child load node:net themselves.
+  const script = `
+    const path = require('node:path')
+    const Module = require('node:module')
+    const root = process.cwd()
+    const asked = new Set()
+    const load = Module._load
+    Module._load = function (request, parent, isMain) {
+      if (parent && parent.filename.startsWith(root) && !parent.filename.includes('node_modules') && Module.isBuiltin(request)) asked.add(request.replace('node:', ''))
+      return load.apply(this, arguments)
+    }
+    const loaded = () => ({
+      files: Object.keys(require.cache).filter((f) => !f.includes('node_modules')).map((f) => path.relative(root, f)).concat(
+        Object.keys(require.cache).filter((f) => f.includes('node_modules')).map((f) => f.split('node_modules/')[1].split('/')[0])),
+      builtins: [...asked],
+    })
+    require(root).install()
+    const atStart = loaded()
+    let idle = null
+    process.once('beforeExit', () => {
+      idle = loaded()
+      require('node:dns').lookup('localhost', { family: 4 }, (err, address) => {
+        process.stdout.write(JSON.stringify({ atStart, idle, address, err: err && err.code, afterLookup: loaded() }))
+      })
+    })
+  `
+  const { code, out, stderr } = await run(['-e', script])
+  t.equal(code, 0, stderr)
+  const later = ['lru-cache', 'undici', 'lib/dns/resolve.js', 'lib/dns/hosts.js', 'lib/dns/ip.js', 'lib/monitor/index.js',
+    'lib/batch.js', 'lib/kafka.js', 'lib/statsd.js', 'lib/http/sink.js', 'lib/http/agent.js']
+  for (const when of ['atStart', 'idle']) {
+    for (const file of later) t.notOk(out[when].files.includes(file), `${when}: ${file} not loaded`)
+    for (const builtin of ['net', 'dgram']) t.notOk(out[when].builtins.includes(builtin), `${when}: node:${builtin} not asked for`)
+  }
+  t.ok(out.atStart.files.includes('lib/dns/cache.js'), 'the cache itself is there')
+  t.ok(out.atStart.builtins.includes('dns'), 'node:dns is asked for, to be patched')
+  t.equal(out.address, '127.0.0.1', 'the first lookup answers')
+  for (const file of ['lru-cache', 'lib/dns/resolve.js', 'lib/dns/ip.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
+  t.ok(out.afterLookup.builtins.includes('net'), 'node:net, by the first lookup')
+})

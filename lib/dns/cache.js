@@ -1,9 +1,6 @@
 'use strict'
 
 const dns = require('node:dns')
-const { isIP } = require('node:net')
-const { LRUCache } = require('lru-cache')
-const { Upstream, isNotFound } = require('./resolve')
 const { Expiry } = require('./expiry')
 const { channels } = require('../diagnostics')
 const { histogram } = require('../monitor/registry')
@@ -33,8 +30,11 @@ class Entry {
 }
 
 class DnsCache {
-  #lru
-  #upstream
+  // Made with the first answer: lru-cache loads then, not when a service
+  // starts (it is most of what install() would cost a process's start).
+  #lru = null
+  #upstream = null
+  #systemLookup
   #options
   #timer = null
   #expiry = new Expiry()
@@ -65,10 +65,7 @@ class DnsCache {
 
   constructor (options, systemLookup) {
     this.#options = options
-    // Whatever leaves the LRU (evicted, swept, cleared) is released at once,
-    // so maxEntries bounds what the cache keeps reachable.
-    this.#lru = new LRUCache({ max: options.maxEntries, dispose: (record) => this.#release(record) })
-    this.#upstream = new Upstream(options, systemLookup, this.#counters)
+    this.#systemLookup = systemLookup
     this.#timer = setInterval(() => this.#sweep(), options.sweepIntervalMs)
     this.#timer.unref()
   }
@@ -82,10 +79,12 @@ class DnsCache {
   // shares localhost's entry); only a name not found as spelled pays for
   // lower-casing it.
   hit (hostname, slot) {
-    let record = this.#lru.get(hostname)
+    const lru = this.#lru
+    if (lru === null) return undefined
+    let record = lru.get(hostname)
     if (record === undefined) {
       const key = hostname.toLowerCase()
-      if (key === hostname || (record = this.#lru.get(key)) === undefined) return undefined
+      if (key === hostname || (record = lru.get(key)) === undefined) return undefined
     }
     const entry = record[slot]
     if (entry === undefined || entry.fresh !== true) return undefined
@@ -104,11 +103,11 @@ class DnsCache {
     // A trailing dot stays part of the key: search domains apply to
     // `name` and not to `name.`, so the two can have different answers.
     const key = hostname.toLowerCase()
-    let record = this.#lru.get(key)
+    let record = this.#lru?.get(key)
     if (record === undefined) {
-      if (isIP(hostname) !== 0) return false
+      if (require('./ip').isIP(hostname) !== 0) return false
       record = new Array(SLOTS)
-      this.#lru.set(key, record)
+      this.#entries().set(key, record)
     }
     this.#slow(key, hostname, record, slot, reply)
     return true
@@ -161,14 +160,14 @@ class DnsCache {
     const refresh = entry.answer !== null
     if (refresh) this.#counters.refreshes++
     entry.refreshing = true
-    this.#upstream.resolve(hostname, family, hints, (err, addresses) => {
+    this.#upstreamOf().resolve(hostname, family, hints, (err, addresses) => {
       const now = performance.now()
       entry.refreshing = false
       if (err) {
         this.#latency.error.record(now - started)
         this.#errors[err.code] = (this.#errors[err.code] ?? 0) + 1
         if (channels.dnsError.hasSubscribers) channels.dnsError.publish({ hostname, family, hints, error: err, refresh })
-        if (entry.answer !== null && now < entry.staleUntil && !isNotFound(err)) {
+        if (entry.answer !== null && now < entry.staleUntil && !require('./resolve').isNotFound(err)) {
           // Serve-stale (RFC 8767): keep the last good answer, retry later.
           entry.retryAt = now + options.errorTtlMs
         } else {
@@ -210,7 +209,28 @@ class DnsCache {
     })
   }
 
+  // Whatever leaves it (evicted, swept, cleared) is released at once, so
+  // maxEntries bounds what the cache keeps reachable.
+  #entries () {
+    if (this.#lru === null) {
+      const { LRUCache } = require('lru-cache')
+      this.#lru = new LRUCache({ max: this.#options.maxEntries, dispose: (record) => this.#release(record) })
+    }
+    return this.#lru
+  }
+
+  // What asks the resolver (and reads the hosts file), loaded with the first
+  // name the cache has not seen: a process pays at start only for the hot path.
+  #upstreamOf () {
+    if (this.#upstream === null) {
+      const { Upstream } = require('./resolve')
+      this.#upstream = new Upstream(this.#options, this.#systemLookup, this.#counters)
+    }
+    return this.#upstream
+  }
+
   #sweep () {
+    if (this.#lru === null) return
     const now = performance.now()
     const dead = []
     for (const [hostname, record] of this.#lru.entries()) {
@@ -252,7 +272,7 @@ class DnsCache {
   // For tests: the size of the expiry heap and the entry of (hostname, slot),
   // read without counting a lookup or touching the LRU order.
   [kInspect] (hostname, slot) {
-    return { scheduled: this.#expiry.size, entries: this.#lru.size, entry: this.#lru.peek(hostname.toLowerCase())?.[slot] }
+    return { scheduled: this.#expiry.size, entries: this.#lru?.size ?? 0, entry: this.#lru?.peek(hostname.toLowerCase())?.[slot] }
   }
 
   stats () {
@@ -260,12 +280,12 @@ class DnsCache {
       ...this.#counters,
       upstreamQueries: this.#counters.upstreamLookups + this.#counters.ttlQueries,
       errors: { ...this.#errors },
-      entries: this.#lru.size,
+      entries: this.#lru?.size ?? 0,
     }
   }
 
   clear () {
-    this.#lru.clear()
+    this.#lru?.clear()
     this.#expiry.clear()
   }
 

@@ -1,8 +1,8 @@
 'use strict'
 
 const fs = require('node:fs')
-const net = require('node:net')
 const { promisify } = require('node:util')
+const { isIP } = require('./ip')
 
 // fs's callback API: fs.promises would load ~10 internal modules (readline
 // among them) into every process that makes a cache.
@@ -24,9 +24,9 @@ class HostsFile {
   constructor (path, checkIntervalMs) {
     this.#path = path
     this.#checkIntervalMs = checkIntervalMs
-    // Read it now, off the lookup path: a first lookup then needs no file
-    // read beside its getaddrinfo.
-    if (path !== null) this.#refresh()
+    // Read at the first lookup, not here: a process that installs the cache
+    // at start does not wait for the file (and node:net, which parses it).
+    // With the system resolver the read follows the answer, off the caller's path.
   }
 
   // callback(addresses | undefined): the file's addresses for `hostname`.
@@ -74,7 +74,7 @@ function parseHosts (text) {
     if (hash !== -1) line = line.slice(0, hash)
     const fields = line.trim().split(/\s+/)
     if (fields.length < 2) continue
-    const family = net.isIP(fields[0])
+    const family = isIP(fields[0])
     if (family === 0) continue
     for (let i = 1; i < fields.length; i++) {
       const name = fields[i].toLowerCase()
@@ -86,12 +86,4 @@ function parseHosts (text) {
   return names
 }
 
-function defaultHostsPath () {
-  /* c8 ignore next 3: Windows keeps it elsewhere; CI runs on Linux only */
-  if (process.platform === 'win32') {
-    return `${process.env.SystemRoot ?? 'C:\\Windows'}\\System32\\drivers\\etc\\hosts`
-  }
-  return '/etc/hosts'
-}
-
-module.exports = { HostsFile, parseHosts, defaultHostsPath }
+module.exports = { HostsFile, parseHosts }

@@ -1,8 +1,6 @@
 'use strict'
 
 const dns = require('node:dns')
-const { HostsFile } = require('./hosts')
-const { TtlQuery } = require('./ttl-query')
 
 // Where answers come from. The system resolver (the original dns.lookup,
 // all: true, verbatim) is the source of the answer, so hosts-file precedence,
@@ -12,9 +10,10 @@ const { TtlQuery } = require('./ttl-query')
 // the answer comes from c-ares alone, asking those servers (hosts file first).
 class Upstream {
   #systemLookup
-  #hosts
+  #hosts = null // made at first use, as is #ttlQuery: a process pays at
   #resolver = null
-  #ttlQuery
+  #ttlQuery = null // start only for the modules it loads
+  #hostsFile
   #servers
   #queryTimeoutMs
   #fallbackTtlMs
@@ -25,8 +24,7 @@ class Upstream {
     this.#servers = servers
     this.#queryTimeoutMs = queryTimeoutMs
     this.#fallbackTtlMs = fallbackTtlMs
-    this.#hosts = new HostsFile(hostsFile, fallbackTtlMs)
-    this.#ttlQuery = new TtlQuery({ timeoutMs: queryTimeoutMs, tries: 2 })
+    this.#hostsFile = hostsFile
     this.#counters = counters
   }
 
@@ -35,6 +33,16 @@ class Upstream {
   resolve (hostname, family, hints, onAnswer, onTtl) {
     if (this.#servers === null) this.#resolveSystem(hostname, family, hints, onAnswer, onTtl)
     else this.#resolveServers(hostname, family, hints, onAnswer, onTtl)
+  }
+
+  #hostsOf () {
+    this.#hosts ??= new (require('./hosts').HostsFile)(this.#hostsFile, this.#fallbackTtlMs)
+    return this.#hosts
+  }
+
+  #ttl () {
+    this.#ttlQuery ??= new (require('./ttl-query').TtlQuery)({ timeoutMs: this.#queryTimeoutMs, tries: 2 })
+    return this.#ttlQuery
   }
 
   #cares () {
@@ -55,7 +63,7 @@ class Upstream {
   }
 
   #ttlFor (hostname, addresses, onTtl) {
-    this.#hosts.lookup(hostname, (fromHosts) => {
+    this.#hostsOf().lookup(hostname, (fromHosts) => {
       // A name in the hosts file never causes a DNS query: the system
       // resolver answered it from the file (a V4MAPPED ::ffff:127.0.0.1 for
       // the file's 127.0.0.1 too), and a file has no TTL to ask for.
@@ -73,7 +81,7 @@ class Upstream {
       }
       if (want4) this.#counters.ttlQueries++
       if (want6) this.#counters.ttlQueries++
-      this.#ttlQuery.query(dns.getServers(), hostname, want4, want6, (records) => {
+      this.#ttl().query(dns.getServers(), hostname, want4, want6, (records) => {
         let ttl = Infinity
         let matched = false
         for (const r of records) {
@@ -111,7 +119,7 @@ class Upstream {
   }
 
   #resolveServers (hostname, family, hints, onAnswer, onTtl) {
-    this.#hosts.lookup(hostname, (fromHosts) => {
+    this.#hostsOf().lookup(hostname, (fromHosts) => {
       const mapped = family === 6 && (hints & dns.V4MAPPED) !== 0
       let local = fromHosts?.filter((a) => family === 0 || a.family === family)
       // As getaddrinfo: V4MAPPED maps the IPv4 addresses when there is no IPv6 one.

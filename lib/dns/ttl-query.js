@@ -1,7 +1,6 @@
 'use strict'
 
-const dgram = require('node:dgram')
-const { isIP, SocketAddress } = require('node:net')
+const { isIP } = require('./ip')
 const { domainToASCII } = require('node:url')
 
 const TYPE_A = 1
@@ -58,7 +57,7 @@ class TtlQuery {
   #socket (kind) {
     let socket = this.#sockets[kind]
     if (socket === null) {
-      socket = this.#sockets[kind] = dgram.createSocket(kind)
+      socket = this.#sockets[kind] = require('node:dgram').createSocket(kind)
       socket.unref()
       // A send that fails (no route) is a try that gets no answer.
       socket.on('error', () => {})
@@ -207,7 +206,7 @@ function addressAt (msg, o, type) {
   if (type === TYPE_A) return `${msg[o]}.${msg[o + 1]}.${msg[o + 2]}.${msg[o + 3]}`
   const groups = []
   for (let i = 0; i < 16; i += 2) groups.push(msg.readUInt16BE(o + i).toString(16))
-  return new SocketAddress({ address: groups.join(':'), family: 'ipv6' }).address
+  return new (require('node:net').SocketAddress)({ address: groups.join(':'), family: 'ipv6' }).address
 }
 
 // "1.2.3.4", "1.2.3.4:5353", "::1", "[::1]:5353", as dns.getServers() gives.

@@ -27,7 +27,23 @@ function check (resolved, where) {
   }
 }
 
-const { createStats, snapshot } = require('./stats')
+// The counters behind installation.http.stats(), shared by the interceptor,
+// the pools' connectors and the idle-close learning.
+function createStats () {
+  return {
+    requests: 0,
+    retries: { staleSocket: 0, connect: 0, status: 0 },
+    timeouts: { connect: 0, headers: 0, body: 0, queue: 0, deadline: 0 },
+    connectionsOpened: 0,
+    budgetRefusals: 0,
+    idleClosesLearned: 0,
+    socketsRetired: 0,
+  }
+}
+
+function snapshot (stats) {
+  return { ...stats, retries: { ...stats.retries }, timeouts: { ...stats.timeouts } }
+}
 
 // undici's global dispatcher: what Node's global fetch (undici 6 on Node 20,
 // 7 on Node 24), undici.fetch and undici.request all read.
