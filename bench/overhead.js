@@ -2,6 +2,7 @@
 
 // `node bench/overhead.js [--json] [--only http-overhead|startup]
 //   [--reps N] [--duration S] [--warmup S] [--connections N] [--kafka]
+//   [--scale-rounds N]
 //   [--labels io-hygiene,dd-trace] [--handlers hello,realistic]
 //   [--startup-runs N] [--soak [MINUTES]]`
 //
@@ -11,8 +12,9 @@
 //
 //   http-overhead  A Fastify server in a child process (bench/overhead-server.js),
 //                  loaded by autocannon from another process (--connections
-//                  10 for --duration 5 s after a --warmup 1 s), --reps 5
-//                  rounds with the labels rotated in each:
+//                  10 for --duration 4 s after a --warmup 1 s), --reps 10
+//                  rounds with the labels rotated in each (dd-trace in the
+//                  first --scale-rounds 3 only):
 //                    baseline    no io-hygiene
 //                    io-hygiene  install() with every module, and the monitor
 //                    dd-trace    the tracer with no agent running, for scale
@@ -114,6 +116,9 @@ function once (child, predicate, what) {
 function startServer (label, handler, config) {
   const child = fork(path.join(__dirname, 'overhead-server.js'), [label, handler, JSON.stringify(config)], {
     cwd: ROOT,
+    // OVERHEAD_SERVER_ARGS: node flags for the server alone, to profile it:
+    // '--cpu-prof --cpu-prof-dir=/tmp/prof'.
+    execArgv: process.env.OVERHEAD_SERVER_ARGS ? process.env.OVERHEAD_SERVER_ARGS.split(' ') : [],
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     env: { ...process.env, ...(label === 'dd-trace' ? DD_ENV : {}) },
   })
@@ -183,11 +188,12 @@ const METRICS = ['reqPerSec', 'p99Ms', 'serverCpuUsPerReq', 'eventLoopDelayMaxMs
 // same round's baseline, and the median paired difference in CPU per request.
 function summarise (rounds, labels, handler) {
   return labels.map((label) => {
-    const mine = rounds.map((r) => r[label])
-    const run = { handler, label }
+    const theirs = rounds.filter((r) => r[label] !== undefined) // dd-trace runs in the first rounds only
+    const mine = theirs.map((r) => r[label])
+    const run = { handler, label, rounds: mine.length }
     for (const m of METRICS) run[m] = round(median(mine.map((x) => x[m])), 2)
     if (label !== 'baseline') {
-      const base = rounds.map((r) => r.baseline)
+      const base = theirs.map((r) => r.baseline)
       run.addedCpuUsPerReq = round(median(mine.map((x, i) => x.serverCpuUsPerReq - base[i].serverCpuUsPerReq)), 2)
       for (const m of METRICS) run[`${m}Ratio`] = round(median(mine.map((x, i) => x[m] / base[i][m])), 3)
     }
@@ -203,8 +209,12 @@ function summarise (rounds, labels, handler) {
 
 async function httpOverhead (argv, scenarios, notes, targets) {
   const { startStatsdReceiver } = require('../test/helpers/statsd-receiver')
-  const reps = option(argv, '--reps', 5)
-  const durationS = option(argv, '--duration', 5)
+  // Many short rounds rather than a few long ones: the machine's load drifts,
+  // and a pair of runs next to each other sees the same drift.
+  const reps = option(argv, '--reps', 10)
+  const durationS = option(argv, '--duration', 4)
+  // dd-trace is there for scale, and a few rounds give its scale.
+  const scaleRounds = option(argv, '--scale-rounds', 3)
   const warmupS = option(argv, '--warmup', 1)
   const connections = option(argv, '--connections', 10)
   const labels = list(argv, '--labels', LABELS)
@@ -224,7 +234,7 @@ async function httpOverhead (argv, scenarios, notes, targets) {
     const scenario = {
       name: 'http-overhead',
       note: `hello: Fastify hello-world; realistic: + fetch by hostname + StatsD increment${broker ? ' + Kafka send' : ''} per request; ` +
-        `autocannon -c ${connections} -d ${durationS}; medians of ${reps} rotated rounds; ratios paired with each round's baseline`,
+        `autocannon -c ${connections} -d ${durationS}; medians of ${reps} rotated rounds (dd-trace: the first ${Math.min(scaleRounds, reps)}); ratios paired with each round's baseline`,
       runs: [],
       rounds: {},
     }
@@ -233,8 +243,9 @@ async function httpOverhead (argv, scenarios, notes, targets) {
       const rounds = []
       for (let rep = 0; rep < reps; rep++) {
         const round = {}
-        for (let i = 0; i < labels.length; i++) {
-          const label = labels[(i + rep) % labels.length]
+        const these = labels.filter((label) => label !== 'dd-trace' || rep < scaleRounds)
+        for (let i = 0; i < these.length; i++) {
+          const label = these[(i + rep) % these.length]
           round[label] = await runOnce(label, handler, env)
           if (!argv.includes('--json')) {
             const r = round[label]
@@ -246,7 +257,7 @@ async function httpOverhead (argv, scenarios, notes, targets) {
       }
       const runs = summarise(rounds, labels, handler)
       scenario.runs.push(...runs)
-      scenario.rounds[handler] = rounds.map((r) => labels.map((label) => ({ ...r[label], modules: undefined })))
+      scenario.rounds[handler] = rounds.map((r) => labels.filter((label) => r[label] !== undefined).map((label) => ({ ...r[label], modules: undefined })))
       // How steady the machine was: the same baseline, round after round.
       const baseRps = rounds.map((r) => r.baseline.reqPerSec)
       const spread = Math.max(...baseRps) / Math.min(...baseRps)
