@@ -26,6 +26,12 @@ const { monitorEventLoopDelay } = require('node:perf_hooks')
 const { setTimeout: sleep } = require('node:timers/promises')
 const v8 = require('node:v8')
 const vm = require('node:vm')
+// KAFKA_BENCH_LINEAR_GROUPING=1, an experiment: kafkajs 2.2.4 groups a
+// request's messages by partition copying the partition's array for every
+// message (O(n^2) per request; tulios/kafkajs#1576, unmerged). This puts a
+// linear grouping with the same result in its place, for every label, to
+// measure what that costs each of them.
+if (process.env.KAFKA_BENCH_LINEAR_GROUPING === '1') linearGrouping()
 const { Kafka, logLevel } = require('kafkajs')
 const { requestSampler, percentile, round, report } = require('./common')
 const { startKafka, consumeAll } = require('../test/helpers/kafka-broker')
@@ -56,6 +62,26 @@ v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc')
 // What the run in progress has done so far, for the progress lines on stderr.
 let progressOf = () => ({})
+
+function linearGrouping () {
+  const Module = require('node:module')
+  const file = require.resolve('kafkajs/src/producer/groupMessagesPerPartition')
+  const mod = new Module(file, module)
+  mod.filename = file
+  mod.loaded = true
+  mod.exports = ({ topic, partitionMetadata, messages, partitioner }) => {
+    const result = {}
+    if (partitionMetadata.length === 0) return result
+    for (const message of messages) {
+      const partition = partitioner({ topic, partitionMetadata, message })
+      const list = result[partition]
+      if (list === undefined) result[partition] = [message]
+      else list.push(message)
+    }
+    return result
+  }
+  require.cache[file] = mod
+}
 
 function range (first, end) {
   return Array.from({ length: end - first }, (_, k) => first + k)
