@@ -244,6 +244,15 @@ t.test('case variants of a name share one entry; each caller gets its own spelli
   t.match(cache.stats(), { negativeHits: 1, errors: { ENOTFOUND: 1 } })
 })
 
+t.test('a cache holds nothing until its first answer', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t)
+  t.match(cache[kInspect]('first.test', 0), { scheduled: 0, entries: 0, entry: undefined })
+  t.match(cache.stats(), { entries: 0, misses: 0 })
+  server.set('first.test', { a: ['10.3.0.1'], ttl: 60 })
+  t.same(await lookup('first.test'), { address: '10.3.0.1', family: 4 })
+  t.match(cache[kInspect]('first.test', 0), { scheduled: 1, entries: 1, entry: { fresh: true } })
+})
+
 t.test('the periodic sweep drops entries that can no longer be served', async (t) => {
   const { server, cache, lookup } = await cacheWithServer(t, { sweepIntervalMs: 50, errorTtlMs: 10, minTtlMs: 0, staleTtlMs: 0 })
   server.set('live.test', { a: ['10.1.1.1'], ttl: 60 })

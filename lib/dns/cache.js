@@ -66,8 +66,6 @@ class DnsCache {
   constructor (options, systemLookup) {
     this.#options = options
     this.#systemLookup = systemLookup
-    this.#timer = setInterval(() => this.#sweep(), options.sweepIntervalMs)
-    this.#timer.unref()
   }
 
   get closed () {
@@ -210,11 +208,14 @@ class DnsCache {
   }
 
   // Whatever leaves it (evicted, swept, cleared) is released at once, so
-  // maxEntries bounds what the cache keeps reachable.
+  // maxEntries bounds what the cache keeps reachable. The sweep starts with
+  // it: a cache that holds nothing has nothing to sweep.
   #entries () {
     if (this.#lru === null) {
       const { LRUCache } = require('lru-cache')
       this.#lru = new LRUCache({ max: this.#options.maxEntries, dispose: (record) => this.#release(record) })
+      this.#timer = setInterval(() => this.#sweep(), this.#options.sweepIntervalMs)
+      this.#timer.unref()
     }
     return this.#lru
   }
@@ -230,7 +231,6 @@ class DnsCache {
   }
 
   #sweep () {
-    if (this.#lru === null) return
     const now = performance.now()
     const dead = []
     for (const [hostname, record] of this.#lru.entries()) {
