@@ -8,7 +8,12 @@
 //   hand-batched-idempotent  the same on kafkajs's idempotent producer (the
 //                 one io-hygiene uses), whose per-broker lock lets one
 //                 request be in flight: the ceiling with the same guarantees
-// and, only when KAFKA_BENCH_LABELS names it:
+// and, only when KAFKA_BENCH_LABELS names them:
+//   hand-batched-ordered  one caller, sendBatch() of 1,000 awaited one at a
+//                 time on the idempotent producer: what keeps call order
+//                 across retries by hand, as io-hygiene does (kafkajs rolls a
+//                 failed request's sequence numbers back, so a second request
+//                 handed over meanwhile could be written first)
 //   io-hygiene@lingerMs=0+maxBatchMessages=500  wrapProducer() options, to
 //                 compare settings in one run
 // Scenarios: `wrapper-cost` (no broker: the wrapper's own CPU per message,
@@ -46,7 +51,7 @@ const LABELS = (process.env.KAFKA_BENCH_LABELS ?? 'baseline,io-hygiene,hand-batc
 // wrapper-cost: sends per run, and runs per label (rotated, median).
 const COST_MESSAGES = Number(process.env.KAFKA_BENCH_COST_MESSAGES ?? (quick ? 50_000 : 200_000))
 const COST_REPEATS = quick ? 3 : 7
-const KINDS = ['baseline', 'io-hygiene', 'hand-batched', 'hand-batched-idempotent']
+const KINDS = ['baseline', 'io-hygiene', 'hand-batched', 'hand-batched-idempotent', 'hand-batched-ordered']
 const json = process.argv.includes('--json')
 const IN_FLIGHT = 1_000
 const HAND_BATCH = 500
@@ -188,14 +193,15 @@ async function run ({ label, kafka, broker, scenario, rep }) {
   // io-hygiene uses the idempotent producer (what makes its retries safe);
   // the others are kafkajs's default producer, as most services use it,
   // unless named -idempotent.
-  const idempotent = kind === 'io-hygiene' || kind === 'hand-batched-idempotent'
+  const idempotent = kind === 'io-hygiene' || kind === 'hand-batched-idempotent' || kind === 'hand-batched-ordered'
   const raw = kafka.producer(idempotent ? { idempotent: true } : {})
   const counter = requestCounter(raw)
   await raw.connect()
   const producer = kind === 'io-hygiene' ? wrapProducer(raw, options) : raw
   const message = (i) => ({ value: value(i) })
+  const chunk = kind === 'hand-batched-ordered' ? IN_FLIGHT : HAND_BATCH
   const planFor = (topic) => kind.startsWith('hand-batched')
-    ? { chunk: HAND_BATCH, callers: IN_FLIGHT / HAND_BATCH, sendChunk: (first, end) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: range(first, end).map(message) }] }) }
+    ? { chunk, callers: IN_FLIGHT / chunk, sendChunk: (first, end) => producer.sendBatch({ acks: -1, topicMessages: [{ topic, messages: range(first, end).map(message) }] }) }
     : { chunk: 1, callers: IN_FLIGHT, sendChunk: (i) => producer.send({ topic, acks: -1, messages: [message(i)] }) }
   // Every label starts alike: its code paths warmed up on a topic of their
   // own, then a collected heap and an idle broker, so that no run pays for
