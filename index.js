@@ -5,8 +5,6 @@
 // exports stay one object literal, so that `import { wrapProducer } from
 // 'io-hygiene'` finds every name.
 const { install, uninstall, installed } = require('./lib/install')
-const { Histogram } = require('./lib/monitor/histogram')
-const { histogram } = require('./lib/monitor/registry')
 const { codes: errors } = require('./lib/errors')
 
 function createDnsCache (options) {
@@ -37,6 +35,18 @@ function createMonitor (options) {
   return require('./lib/monitor').createMonitor(options)
 }
 
+function histogram (kind, labels) {
+  return require('./lib/monitor/registry').histogram(kind, labels)
+}
+
+// A class cannot be wrapped: it is a getter, in the one form that still lets
+// `import { Histogram } from 'io-hygiene'` find it.
+const lazy = {
+  get Histogram () {
+    return require('./lib/monitor/histogram').Histogram
+  },
+}
+
 module.exports = {
   install,
   uninstall,
@@ -49,6 +59,6 @@ module.exports = {
   createHttpSink,
   createMonitor,
   histogram,
-  Histogram,
   errors,
 }
+Object.defineProperty(module.exports, 'Histogram', { enumerable: true, get: function () { return lazy.Histogram } })

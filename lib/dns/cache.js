@@ -3,7 +3,6 @@
 const dns = require('node:dns')
 const { Expiry } = require('./expiry')
 const { channels } = require('../diagnostics')
-const { histogram } = require('../monitor/registry')
 
 const kInspect = Symbol('io-hygiene.dns.inspect')
 
@@ -54,14 +53,11 @@ class DnsCache {
   #errors = Object.create(null)
   // dns.lookup latency by source. What the cache answers (hit, stale,
   // negative) reads no clock and records 0: those are counts. Resolutions
-  // are timed with the clock reads the slow path makes anyway.
-  #hitLatency = histogram('dns.lookup', { source: 'hit' }) // the hot path's: one field load and recordZero()
-  #latency = {
-    stale: histogram('dns.lookup', { source: 'stale' }),
-    negative: histogram('dns.lookup', { source: 'negative' }),
-    upstream: histogram('dns.lookup', { source: 'upstream' }),
-    error: histogram('dns.lookup', { source: 'error' }),
-  }
+  // are timed with the clock reads the slow path makes anyway. Taken with the
+  // upstream (#upstreamOf): nothing is answered or timed before a first
+  // resolution, so the hot path needs no check (one field load, recordZero()).
+  #hitLatency = null
+  #latency = null
 
   constructor (options, systemLookup) {
     this.#options = options
@@ -225,7 +221,15 @@ class DnsCache {
   #upstreamOf () {
     if (this.#upstream === null) {
       const { Upstream } = require('./resolve')
+      const { histogram } = require('../monitor/registry')
       this.#upstream = new Upstream(this.#options, this.#systemLookup, this.#counters)
+      this.#hitLatency = histogram('dns.lookup', { source: 'hit' })
+      this.#latency = {
+        stale: histogram('dns.lookup', { source: 'stale' }),
+        negative: histogram('dns.lookup', { source: 'negative' }),
+        upstream: histogram('dns.lookup', { source: 'upstream' }),
+        error: histogram('dns.lookup', { source: 'error' }),
+      }
     }
     return this.#upstream
   }
