@@ -351,3 +351,18 @@ t.test('install() loads only what its modules need before their first use', asyn
   for (const file of ['lru-cache', 'lib/dns/resolve.js', 'lib/dns/ip.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
   t.ok(out.afterLookup.builtins.includes('net'), 'node:net, by the first lookup')
 })
+
+// index.js loads most of the package at first call; ES modules must still
+// find every export by name (Node reads a CommonJS module's names from its
+// source), Histogram, behind a getter, included.
+t.test('every export can be imported by name from an ES module', async (t) => {
+  const script = `
+    import * as all from 'io-hygiene'
+    import { Histogram, histogram } from 'io-hygiene'
+    process.stdout.write(JSON.stringify({ names: Object.keys(all).filter((n) => n !== 'default').sort(), same: histogram('esm.test') instanceof Histogram }))
+  `
+  const { code, out, stderr } = await run(['--input-type=module', '-e', script])
+  t.equal(code, 0, stderr)
+  t.same(out.names, Object.keys(ioHygiene).sort())
+  t.equal(out.same, true, 'histogram() makes the Histogram imported by name')
+})
