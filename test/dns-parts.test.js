@@ -302,6 +302,16 @@ t.test('NODE_DEBUG=io-hygiene* logs lookups, refreshes and errors through channe
   t.match(stderr, /IO-HYGIENE:DNS \d+: refresh a\.test ok/)
 })
 
+t.test('NODE_DEBUG naming other sections logs nothing of ours', async (t) => {
+  const code = `
+    const { createDnsCache } = require(${JSON.stringify(require.resolve('..'))})
+    const cache = createDnsCache({ hostsFile: null })
+    cache.lookup('localhost', () => cache.close())`
+  const { stderr } = await util.promisify(execFile)(process.execPath, ['-e', code], { env: { ...process.env, NODE_DEBUG: 'timer' } })
+  t.match(stderr, /TIMER \d+:/, 'the section asked for logs')
+  t.notMatch(stderr, /IO-HYGIENE/)
+})
+
 t.test('after a failed refresh the stale answer is served without a new refresh until errorTtlMs passes', async (t) => {
   const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, errorTtlMs: 60_000 })
   server.set('backoff.test', { a: ['10.6.6.1'], ttl: 1 })

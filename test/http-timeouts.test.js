@@ -132,5 +132,9 @@ t.test('a request waits at most headersTimeoutMs for a connection when the cap i
   t.equal(handle.http.stats().timeouts.queue, 1)
   hold.abort()
   t.equal((await held).name, 'AbortError')
+  // undici still holds the timed-out request: on the freed connection it is
+  // started, and ended at once, unsent.
+  const pending = () => handle.http.dispatcher.stats[server.origin()]?.pending ?? 0
+  t.ok(await eventually(() => pending() === 0), 'undici let go of it')
   t.equal(server.counts.requests, 1, 'the queued request was never sent')
 })

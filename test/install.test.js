@@ -366,3 +366,24 @@ t.test('every export can be imported by name from an ES module', async (t) => {
   t.same(out.names, Object.keys(ioHygiene).sort())
   t.equal(out.same, true, 'histogram() makes the Histogram imported by name')
 })
+
+// index.js's functions load their module at the first call and hand it the
+// arguments: each fails as its module's own function does.
+t.test('every function the package exports is its module\'s, arguments and errors included', async (t) => {
+  const calls = [
+    ['createDnsCache', '../lib/dns', [{ maxEntries: 0 }]],
+    ['createBatcher', '../lib/batch', [{}]],
+    ['wrapProducer', '../lib/kafka', [null]],
+    ['createStatsd', '../lib/statsd', [{ port: -1 }]],
+    ['wrapStatsd', '../lib/statsd', [null, {}]],
+    ['createHttpSink', '../lib/http/sink', [{}]],
+    ['createMonitor', '../lib/monitor', [{ intervalMs: -1 }]],
+    ['histogram', '../lib/monitor/registry', ['', {}]],
+  ]
+  for (const [name, file, args] of calls) {
+    let expected = null
+    try { require(file)[name](...args) } catch (err) { expected = err }
+    t.ok(expected?.code?.startsWith('ERR_IO_HYGIENE_'), `${name}: the module refuses these arguments`)
+    t.throws(() => ioHygiene[name](...args), { code: expected.code, message: expected.message }, name)
+  }
+})
