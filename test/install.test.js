@@ -339,7 +339,7 @@ t.test('install() loads only what its modules need before their first use', asyn
   `
   const { code, out, stderr } = await run(['-e', script])
   t.equal(code, 0, stderr)
-  const later = ['lru-cache', 'undici', 'lib/dns/resolve.js', 'lib/dns/hosts.js', 'lib/dns/ip.js', 'lib/monitor/index.js', 'lib/monitor/registry.js',
+  const later = ['lru-cache', 'undici', 'lib/dns/resolve.js', 'lib/dns/hosts.js', 'lib/dns/ip.js', 'lib/dns/expiry.js', 'lib/monitor/index.js', 'lib/monitor/registry.js',
     'lib/batch.js', 'lib/kafka.js', 'lib/statsd.js', 'lib/http/sink.js', 'lib/http/agent.js']
   for (const when of ['atStart', 'idle']) {
     for (const file of later) t.notOk(out[when].files.includes(file), `${when}: ${file} not loaded`)

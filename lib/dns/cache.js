@@ -1,7 +1,6 @@
 'use strict'
 
 const dns = require('node:dns')
-const { Expiry } = require('./expiry')
 const { channels } = require('../diagnostics')
 
 const kInspect = Symbol('io-hygiene.dns.inspect')
@@ -36,7 +35,7 @@ class DnsCache {
   #systemLookup
   #options
   #timer = null
-  #expiry = new Expiry()
+  #expiry = null // made with the LRU: nothing expires before a first answer
   #closed = false
   #counters = {
     hits: 0,
@@ -210,6 +209,7 @@ class DnsCache {
     if (this.#lru === null) {
       const { LRUCache } = require('lru-cache')
       this.#lru = new LRUCache({ max: this.#options.maxEntries, dispose: (record) => this.#release(record) })
+      this.#expiry = new (require('./expiry').Expiry)()
       this.#timer = setInterval(() => this.#sweep(), this.#options.sweepIntervalMs)
       this.#timer.unref()
     }
@@ -276,7 +276,7 @@ class DnsCache {
   // For tests: the size of the expiry heap and the entry of (hostname, slot),
   // read without counting a lookup or touching the LRU order.
   [kInspect] (hostname, slot) {
-    return { scheduled: this.#expiry.size, entries: this.#lru?.size ?? 0, entry: this.#lru?.peek(hostname.toLowerCase())?.[slot] }
+    return { scheduled: this.#expiry?.size ?? 0, entries: this.#lru?.size ?? 0, entry: this.#lru?.peek(hostname.toLowerCase())?.[slot] }
   }
 
   stats () {
@@ -290,7 +290,7 @@ class DnsCache {
 
   clear () {
     this.#lru?.clear()
-    this.#expiry.clear()
+    this.#expiry?.clear()
   }
 
   close () {
