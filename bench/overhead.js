@@ -25,8 +25,10 @@
 //                  request. Per label: medians of the rounds, and the medians
 //                  of each round's ratio to that round's baseline.
 //   startup        `node -e ""` (baseline) against require('io-hygiene').install(),
-//                  `-r io-hygiene/register` and dd-trace's init(): median wall
-//                  ms of --startup-runs (20) alternated runs.
+//                  `-r io-hygiene/register` and dd-trace's init(): wall ms of
+//                  --startup-runs (40) rounds, the labels alternated in each;
+//                  added ms: the median of each round's difference to its
+//                  baseline run.
 //   soak           Only with --soak [MINUTES] (default 60; fractions allowed):
 //                  see bench/overhead-soak.js.
 const { fork, spawn, spawnSync } = require('node:child_process')
@@ -289,7 +291,7 @@ function target (name, holds, measured) {
 
 // Wall time of a fresh `node` process, per variant, alternated.
 function startup (argv, scenarios, targets) {
-  const runs = option(argv, '--startup-runs', 20)
+  const runs = option(argv, '--startup-runs', 40)
   const variants = [
     { label: 'baseline', args: ['-e', ''] },
     { label: 'io-hygiene', args: ['-e', "require('io-hygiene').install()"] },
@@ -307,12 +309,21 @@ function startup (argv, scenarios, targets) {
       times.get(v.label).push(ms)
     }
   }
-  const base = median(times.get('baseline'))
+  // Each round's runs are next to each other: the added time is the median
+  // of each round's difference to its own baseline run, which the machine's
+  // drifting load shifts far less than a difference of medians.
+  const base = times.get('baseline')
   const out = variants.map(({ label }) => {
-    const ms = median(times.get(label))
-    return { label, wallMs: round(ms, 1), addedMs: label === 'baseline' ? undefined : round(ms - base, 1), ratio: round(ms / base, 3) }
+    const mine = times.get(label)
+    const paired = label === 'baseline' ? null : mine.map((ms, i) => ms - base[i])
+    return {
+      label,
+      wallMs: round(median(mine), 1),
+      addedMs: paired === null ? undefined : round(median(paired), 1),
+      ratio: round(median(mine.map((ms, i) => ms / base[i])), 3),
+    }
   })
-  scenarios.push({ name: 'startup', note: `median wall ms of ${runs} alternated runs of a fresh node`, runs: out })
+  scenarios.push({ name: 'startup', note: `median wall ms of ${runs} rounds of a fresh node per label, alternated; added ms and ratio: medians of each round's difference and ratio to its baseline run`, runs: out })
   for (const label of ['io-hygiene', 'register']) {
     const run = out.find((r) => r.label === label)
     targets.push(target(`startup: ${label} adds <= 10 ms`, run.addedMs <= 10, `${run.addedMs} ms`))
