@@ -7,41 +7,25 @@
 const { install, uninstall, installed } = require('./lib/install')
 const { codes: errors } = require('./lib/errors')
 
-function createDnsCache (options) {
-  return require('./lib/dns').createDnsCache(options)
+// A function that loads its module at its first call and hands it the call.
+function lazy (file, name) {
+  return function (...args) {
+    return require(file)[name](...args)
+  }
 }
 
-function createBatcher (options) {
-  return require('./lib/batch').createBatcher(options)
-}
-
-function wrapProducer (producer, options) {
-  return require('./lib/kafka').wrapProducer(producer, options)
-}
-
-function createStatsd (options) {
-  return require('./lib/statsd').createStatsd(options)
-}
-
-function wrapStatsd (client, options) {
-  return require('./lib/statsd').wrapStatsd(client, options)
-}
-
-function createHttpSink (options) {
-  return require('./lib/http/sink').createHttpSink(options)
-}
-
-function createMonitor (options) {
-  return require('./lib/monitor').createMonitor(options)
-}
-
-function histogram (kind, labels) {
-  return require('./lib/monitor/registry').histogram(kind, labels)
-}
+const createDnsCache = lazy('./lib/dns', 'createDnsCache')
+const createBatcher = lazy('./lib/batch', 'createBatcher')
+const wrapProducer = lazy('./lib/kafka', 'wrapProducer')
+const createStatsd = lazy('./lib/statsd', 'createStatsd')
+const wrapStatsd = lazy('./lib/statsd', 'wrapStatsd')
+const createHttpSink = lazy('./lib/http/sink', 'createHttpSink')
+const createMonitor = lazy('./lib/monitor', 'createMonitor')
+const histogram = lazy('./lib/monitor/registry', 'histogram')
 
 // A class cannot be wrapped: it is a getter, in the one form that still lets
 // `import { Histogram } from 'io-hygiene'` find it.
-const lazy = {
+const classes = {
   get Histogram () {
     return require('./lib/monitor/histogram').Histogram
   },
@@ -61,4 +45,4 @@ module.exports = {
   histogram,
   errors,
 }
-Object.defineProperty(module.exports, 'Histogram', { enumerable: true, get: function () { return lazy.Histogram } })
+Object.defineProperty(module.exports, 'Histogram', { enumerable: true, get: function () { return classes.Histogram } })

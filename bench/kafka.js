@@ -7,7 +7,8 @@
 //   hand-batched  kafkajs sendBatch() of 500 messages (the ceiling)
 //   hand-batched-idempotent  the same on kafkajs's idempotent producer (the
 //                 one io-hygiene uses), whose per-broker lock lets one
-//                 request be in flight: the ceiling with the same guarantees
+//                 request be in flight; its two callers race to that lock,
+//                 so it does not keep their order
 // and, only when KAFKA_BENCH_LABELS names them:
 //   hand-batched-ordered  one caller, sendBatch() of 1,000 awaited one at a
 //                 time on the idempotent producer: what keeps call order
@@ -191,8 +192,8 @@ async function run ({ label, kafka, broker, scenario, rep }) {
   await admin.createTopics({ topics: [topic, warmTopic].map((name) => ({ topic: name, numPartitions: PARTITIONS })), waitForLeaders: true })
   await admin.disconnect()
   // io-hygiene uses the idempotent producer (what makes its retries safe);
-  // the others are kafkajs's default producer, as most services use it,
-  // unless named -idempotent.
+  // baseline and hand-batched are kafkajs's default producer, as most
+  // services use it; the other hand-batched labels the idempotent one.
   const idempotent = kind === 'io-hygiene' || kind === 'hand-batched-idempotent' || kind === 'hand-batched-ordered'
   const raw = kafka.producer(idempotent ? { idempotent: true } : {})
   const counter = requestCounter(raw)

@@ -62,10 +62,12 @@ function knownVariables (modules) {
 function readEnv (modules, env = process.env) {
   const options = {}
   const names = {}
-  // Nearly always nothing to read: then no module's spec is loaded.
-  if (!Object.keys(env).some((name) => name.startsWith(PREFIX) || nearMiss(name) !== null)) return { options, names }
+  // The variables that mention us, spelt right or nearly. Nearly always
+  // none: then no module's spec is loaded.
+  const mentions = Object.keys(env).filter((name) => name.startsWith(PREFIX) || nearMiss(name) !== null)
+  if (mentions.length === 0) return { options, names }
   const known = knownVariables(modules)
-  checkNames(known, env)
+  checkNames(known, mentions)
   for (const [name, { module, key, expects }] of known) {
     const raw = env[name]
     if (raw === undefined) continue
@@ -89,14 +91,13 @@ function optionsFromEnv (modules, env = process.env) {
 // A misspelt variable fails like a misspelt option: any IO_HYGIENE_* name
 // install() does not read, and names within two edits of the prefix
 // (IO_HYGEINE_DNS, io_hygiene_dns), which would otherwise be ignored silently.
-function checkNames (known, env) {
-  for (const name of Object.keys(env)) {
+function checkNames (known, mentions) {
+  for (const name of mentions) {
     if (name.startsWith(PREFIX)) {
       if (known.has(name) || RESERVED.some((prefix) => name.startsWith(prefix))) continue
       throw new ERR_IO_HYGIENE_UNKNOWN_ENV(name, closest(name, known))
     }
-    const meant = nearMiss(name)
-    if (meant !== null) throw new ERR_IO_HYGIENE_UNKNOWN_ENV(name, closest(meant, known))
+    throw new ERR_IO_HYGIENE_UNKNOWN_ENV(name, closest(nearMiss(name), known))
   }
 }
 

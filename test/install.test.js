@@ -370,17 +370,21 @@ t.test('every export can be imported by name from an ES module', async (t) => {
 })
 
 // index.js's functions load their module at the first call and hand it the
-// arguments: each fails as its module's own function does.
+// arguments: each fails as its module's own function does, on the last
+// argument where there are two (so a call that dropped it would fail otherwise).
 t.test('every function the package exports is its module\'s, arguments and errors included', async (t) => {
+  const StatsD = require('hot-shots')
+  const client = new StatsD({ host: '127.0.0.1', port: 9, errorHandler: () => {} })
+  t.teardown(() => new Promise((resolve) => client.close(resolve)))
   const calls = [
     ['createDnsCache', '../lib/dns', [{ maxEntries: 0 }]],
     ['createBatcher', '../lib/batch', [{}]],
-    ['wrapProducer', '../lib/kafka', [null]],
+    ['wrapProducer', '../lib/kafka', [null, { lingerMS: 5 }]],
     ['createStatsd', '../lib/statsd', [{ port: -1 }]],
-    ['wrapStatsd', '../lib/statsd', [null, {}]],
+    ['wrapStatsd', '../lib/statsd', [client, { prefx: 'x.' }]],
     ['createHttpSink', '../lib/http/sink', [{}]],
     ['createMonitor', '../lib/monitor', [{ intervalMs: -1 }]],
-    ['histogram', '../lib/monitor/registry', ['', {}]],
+    ['histogram', '../lib/monitor/registry', ['ok.kind', ['not', 'labels']]],
   ]
   for (const [name, file, args] of calls) {
     let expected = null

@@ -10,9 +10,11 @@ const dns = require('node:dns')
 // the answer comes from c-ares alone, asking those servers (hosts file first).
 class Upstream {
   #systemLookup
-  #hosts = null // made at first use, as is #ttlQuery: a process pays at
+  // The hosts file and the TTL query are made at first use: a process pays
+  // at start only for the modules it loads.
+  #hosts = null
+  #ttlQuery = null
   #resolver = null
-  #ttlQuery = null // start only for the modules it loads
   #hostsFile
   #servers
   #queryTimeoutMs
