@@ -5,7 +5,6 @@
 // exports stay one object literal, so that `import { wrapProducer } from
 // 'io-hygiene'` finds every name.
 const { install, uninstall, installed } = require('./lib/install')
-const { codes: errors } = require('./lib/errors')
 
 // A function that loads its module at its first call and hands it the call.
 function lazy (file, name) {
@@ -23,11 +22,15 @@ const createHttpSink = lazy('./lib/http/sink', 'createHttpSink')
 const createMonitor = lazy('./lib/monitor', 'createMonitor')
 const histogram = lazy('./lib/monitor/registry', 'histogram')
 
-// A class cannot be wrapped: it is a getter, in the one form that still lets
-// `import { Histogram } from 'io-hygiene'` find it.
-const classes = {
+// A class or an object cannot be wrapped: each is a getter, in the one form
+// that still lets `import { Histogram } from 'io-hygiene'` find it. The error
+// classes load with the first refusal, or here.
+const later = {
   get Histogram () {
     return require('./lib/monitor/histogram').Histogram
+  },
+  get errors () {
+    return require('./lib/errors').codes
   },
 }
 
@@ -43,6 +46,6 @@ module.exports = {
   createHttpSink,
   createMonitor,
   histogram,
-  errors,
 }
-Object.defineProperty(module.exports, 'Histogram', { enumerable: true, get: function () { return classes.Histogram } })
+Object.defineProperty(module.exports, 'errors', { enumerable: true, get: function () { return later.errors } })
+Object.defineProperty(module.exports, 'Histogram', { enumerable: true, get: function () { return later.Histogram } })

@@ -1,6 +1,7 @@
 'use strict'
 
-const { ERR_IO_HYGIENE_INVALID_ENV, ERR_IO_HYGIENE_UNKNOWN_ENV } = require('./errors')
+// The error classes load with the first refusal: valid options never need them.
+const errors = () => require('./errors')
 
 // install() options from IO_HYGIENE_* environment variables. IO_HYGIENE_<MODULE>=0
 // turns a module off; IO_HYGIENE_<MODULE>_<OPTION> sets an option (maxTtlMs ->
@@ -25,17 +26,17 @@ function settable (expects) {
 function parseValue (name, raw, expects) {
   if (expects.endsWith('| null') && raw === '') return null
   if (expects.startsWith('integer')) {
-    if (!/^\d+$/.test(raw)) throw new ERR_IO_HYGIENE_INVALID_ENV(name, 'a whole number', raw)
+    if (!/^\d+$/.test(raw)) throw new (errors().ERR_IO_HYGIENE_INVALID_ENV)(name, 'a whole number', raw)
     return Number(raw)
   }
   if (expects.startsWith('number')) {
-    if (!/^-?(\d+\.?\d*|\.\d+)$/.test(raw)) throw new ERR_IO_HYGIENE_INVALID_ENV(name, 'a number', raw)
+    if (!/^-?(\d+\.?\d*|\.\d+)$/.test(raw)) throw new (errors().ERR_IO_HYGIENE_INVALID_ENV)(name, 'a number', raw)
     return Number(raw)
   }
   if (expects.startsWith('boolean')) {
     if (raw === '1' || raw === 'true') return true
     if (raw === '0' || raw === 'false') return false
-    throw new ERR_IO_HYGIENE_INVALID_ENV(name, '1, 0, true or false', raw)
+    throw new (errors().ERR_IO_HYGIENE_INVALID_ENV)(name, '1, 0, true or false', raw)
   }
   if (expects.startsWith('string[]')) return raw.split(',').map((s) => s.trim()).filter(Boolean)
   return raw
@@ -95,9 +96,9 @@ function checkNames (known, mentions) {
   for (const name of mentions) {
     if (name.startsWith(PREFIX)) {
       if (known.has(name) || RESERVED.some((prefix) => name.startsWith(prefix))) continue
-      throw new ERR_IO_HYGIENE_UNKNOWN_ENV(name, closest(name, known))
+      throw new (errors().ERR_IO_HYGIENE_UNKNOWN_ENV)(name, closest(name, known))
     }
-    throw new ERR_IO_HYGIENE_UNKNOWN_ENV(name, closest(nearMiss(name), known))
+    throw new (errors().ERR_IO_HYGIENE_UNKNOWN_ENV)(name, closest(nearMiss(name), known))
   }
 }
 

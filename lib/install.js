@@ -2,7 +2,8 @@
 
 const { resolve } = require('./options')
 const { readEnv } = require('./env')
-const { ERR_IO_HYGIENE_INVALID_OPTION } = require('./errors')
+// The error classes load with the first refusal: valid options never need them.
+const errors = () => require('./errors')
 
 // The modules install() applies, in this order. Each one has a spec (its
 // options, validated before anything is touched) and an apply(cfg) that
@@ -42,7 +43,7 @@ const where = 'install()'
 function validate (options, env) {
   if (options === undefined) options = {}
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'options', 'an object', options)
+    throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, 'options', 'an object', options)
   }
   const spec = {}
   for (const mod of modules) {
@@ -77,7 +78,7 @@ function moduleOptions (mod) {
   return (_, key, value) => {
     if (typeof value === 'boolean') return value
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a boolean or an options object', value)
+      throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'a boolean or an options object', value)
     }
     return value
   }

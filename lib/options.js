@@ -1,20 +1,17 @@
 'use strict'
 
-const {
-  ERR_IO_HYGIENE_UNKNOWN_OPTION,
-  ERR_IO_HYGIENE_INVALID_OPTION,
-  ERR_IO_HYGIENE_OPTION_RANGE,
-} = require('./errors')
+// The error classes load with the first refusal: valid options never need them.
+const errors = () => require('./errors')
 
 // Validators: each returns the value it accepts or throws a coded error that
 // names the option. None of them ever replaces a bad value with a default.
 function integer (min = 0, max = Number.MAX_SAFE_INTEGER) {
   const check = (where, key, value) => {
     if (typeof value !== 'number' || Number.isNaN(value)) {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a number', value)
+      throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'a number', value)
     }
     if (!Number.isInteger(value) || value < min || value > max) {
-      throw new ERR_IO_HYGIENE_OPTION_RANGE(where, key, `an integer from ${min} to ${max}`, value)
+      throw new (errors().ERR_IO_HYGIENE_OPTION_RANGE)(where, key, `an integer from ${min} to ${max}`, value)
     }
     return value
   }
@@ -24,7 +21,7 @@ function integer (min = 0, max = Number.MAX_SAFE_INTEGER) {
 
 function boolean () {
   const check = (where, key, value) => {
-    if (typeof value !== 'boolean') throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a boolean', value)
+    if (typeof value !== 'boolean') throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'a boolean', value)
     return value
   }
   check.expects = 'boolean'
@@ -34,7 +31,7 @@ function boolean () {
 function oneOf (...allowed) {
   const check = (where, key, value) => {
     if (!allowed.includes(value)) {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, `one of ${allowed.map(v => JSON.stringify(v)).join(', ')}`, value)
+      throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, `one of ${allowed.map(v => JSON.stringify(v)).join(', ')}`, value)
     }
     return value
   }
@@ -44,7 +41,7 @@ function oneOf (...allowed) {
 
 function func () {
   const check = (where, key, value) => {
-    if (typeof value !== 'function') throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a function', value)
+    if (typeof value !== 'function') throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'a function', value)
     return value
   }
   check.expects = 'function'
@@ -53,7 +50,7 @@ function func () {
 
 function string () {
   const check = (where, key, value) => {
-    if (typeof value !== 'string' || value === '') throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a non-empty string', value)
+    if (typeof value !== 'string' || value === '') throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'a non-empty string', value)
     return value
   }
   check.expects = 'string'
@@ -63,7 +60,7 @@ function string () {
 function stringArray () {
   const check = (where, key, value) => {
     if (!Array.isArray(value) || value.length === 0 || value.some(s => typeof s !== 'string' || s === '')) {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a non-empty array of non-empty strings', value)
+      throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'a non-empty array of non-empty strings', value)
     }
     return Object.freeze([...value])
   }
@@ -73,7 +70,7 @@ function stringArray () {
 
 function object () {
   const check = (where, key, value) => {
-    if (value === null || typeof value !== 'object') throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an object', value)
+    if (value === null || typeof value !== 'object') throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'an object', value)
     return value
   }
   check.expects = 'object'
@@ -93,11 +90,11 @@ function nullable (check) {
 function resolve (where, spec, input) {
   if (input === undefined) input = {}
   if (input === null || typeof input !== 'object' || Array.isArray(input)) {
-    throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'options', 'an object', input)
+    throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, 'options', 'an object', input)
   }
   const known = Object.keys(spec)
   for (const key of Object.keys(input)) {
-    if (!Object.hasOwn(spec, key)) throw new ERR_IO_HYGIENE_UNKNOWN_OPTION(where, key, known)
+    if (!Object.hasOwn(spec, key)) throw new (errors().ERR_IO_HYGIENE_UNKNOWN_OPTION)(where, key, known)
   }
   const out = {}
   for (const key of known) {

@@ -340,16 +340,16 @@ t.test('install() loads only what its modules need before their first use', asyn
   const { code, out, stderr } = await run(['-e', script])
   t.equal(code, 0, stderr)
   const later = ['lru-cache', 'undici', 'lib/dns/resolve.js', 'lib/dns/hosts.js', 'lib/dns/ip.js', 'lib/dns/expiry.js', 'lib/monitor/index.js', 'lib/monitor/registry.js',
-    'lib/batch.js', 'lib/kafka.js', 'lib/statsd.js', 'lib/http/sink.js', 'lib/http/agent.js']
+    'lib/batch.js', 'lib/kafka.js', 'lib/statsd.js', 'lib/http/sink.js', 'lib/http/agent.js', 'lib/diagnostics.js', 'lib/errors.js']
   for (const when of ['atStart', 'idle']) {
     for (const file of later) t.notOk(out[when].files.includes(file), `${when}: ${file} not loaded`)
-    for (const builtin of ['net', 'dgram']) t.notOk(out[when].builtins.includes(builtin), `${when}: node:${builtin} not asked for`)
+    for (const builtin of ['net', 'dgram', 'diagnostics_channel']) t.notOk(out[when].builtins.includes(builtin), `${when}: node:${builtin} not asked for`)
   }
   t.ok(out.atStart.files.includes('lib/dns/cache.js'), 'the cache itself is there')
   t.ok(out.atStart.builtins.includes('dns'), 'node:dns is asked for, to be patched')
   t.equal(out.address, '127.0.0.1', 'the first lookup answers')
-  for (const file of ['lru-cache', 'lib/dns/resolve.js', 'lib/dns/ip.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
-  t.ok(out.afterLookup.builtins.includes('net'), 'node:net, by the first lookup')
+  for (const file of ['lru-cache', 'lib/dns/resolve.js', 'lib/dns/ip.js', 'lib/diagnostics.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
+  for (const builtin of ['net', 'diagnostics_channel']) t.ok(out.afterLookup.builtins.includes(builtin), `node:${builtin}, by the first lookup`)
 })
 
 // index.js loads most of the package at first call; ES modules must still

@@ -1,7 +1,11 @@
 'use strict'
 
 const dns = require('node:dns')
-const { channels } = require('../diagnostics')
+
+// The channels load with the first answer, as the LRU does: nothing is
+// published before it, and node:diagnostics_channel is a builtin a bare
+// process has not loaded yet.
+let channels = null
 
 const kInspect = Symbol('io-hygiene.dns.inspect')
 
@@ -207,6 +211,7 @@ class DnsCache {
   // it: a cache that holds nothing has nothing to sweep.
   #entries () {
     if (this.#lru === null) {
+      channels ??= require('../diagnostics').channels
       const { LRUCache } = require('lru-cache')
       this.#lru = new LRUCache({ max: this.#options.maxEntries, dispose: (record) => this.#release(record) })
       this.#expiry = new (require('./expiry').Expiry)()

@@ -6,7 +6,8 @@ const { DnsCache } = require('./cache')
 const { createLookup, createPromiseLookup } = require('./lookup')
 const { wrap, originalOf } = require('../patch')
 const { integer, stringArray, nullable, string, resolve } = require('../options')
-const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../errors')
+// The error classes load with the first refusal: valid options never need them.
+const errors = () => require('../errors')
 
 function servers () {
   const check = stringArray()
@@ -15,7 +16,7 @@ function servers () {
     try {
       new dns.Resolver().setServers(list)
     } catch (cause) {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an array of DNS server addresses ("ip" or "ip:port")', value, { cause })
+      throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'an array of DNS server addresses ("ip" or "ip:port")', value, { cause })
     }
     return list
   }
@@ -55,7 +56,7 @@ function createDnsCache (options) {
 // What no single option's validator can see.
 function check (resolved, where) {
   if (resolved.minTtlMs > resolved.maxTtlMs) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `minTtlMs (${resolved.minTtlMs}) must not exceed maxTtlMs (${resolved.maxTtlMs})`)
+    throw new (errors().ERR_IO_HYGIENE_CONFLICTING_OPTIONS)(where, `minTtlMs (${resolved.minTtlMs}) must not exceed maxTtlMs (${resolved.maxTtlMs})`)
   }
 }
 

@@ -1,7 +1,8 @@
 'use strict'
 
 const { integer, boolean, nullable } = require('../options')
-const { ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../errors')
+// The error classes load with the first refusal: valid options never need them.
+const errors = () => require('../errors')
 
 // Defaults, and why, are in the README's http table; a test keeps the two equal.
 const spec = {
@@ -23,7 +24,7 @@ const spec = {
 // What no single option's validator can see.
 function check (resolved, where) {
   if (resolved.retryBaseDelayMs > resolved.maxRetryDelayMs) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `retryBaseDelayMs (${resolved.retryBaseDelayMs}) must not exceed maxRetryDelayMs (${resolved.maxRetryDelayMs})`)
+    throw new (errors().ERR_IO_HYGIENE_CONFLICTING_OPTIONS)(where, `retryBaseDelayMs (${resolved.retryBaseDelayMs}) must not exceed maxRetryDelayMs (${resolved.maxRetryDelayMs})`)
   }
 }
 
