@@ -1,8 +1,8 @@
 'use strict'
 
 // `node bench/overhead.js [--json] [--only http-overhead|startup]
-//   [--reps N] [--duration S] [--warmup S] [--connections N] [--kafka]
-//   [--scale-rounds N]
+//   [--blocks N] [--cycles N] [--duration S] [--warmup S] [--connections N]
+//   [--kafka] [--scale-blocks N]
 //   [--labels io-hygiene,dd-trace] [--handlers hello,realistic]
 //   [--startup-runs N] [--soak [MINUTES]]`
 //
@@ -10,20 +10,24 @@
 // dd-trace's sirun do it: a control and enabled variants, alternated, many
 // iterations, CPU and event-loop delay as well as throughput.
 //
-//   http-overhead  A Fastify server in a child process (bench/overhead-server.js),
-//                  loaded by autocannon from another process (--connections
-//                  10 for --duration 4 s after a --warmup 1 s), --reps 10
-//                  rounds with the labels rotated in each (dd-trace in the
-//                  first --scale-rounds 3 only):
+//   http-overhead  A Fastify server per label in a child process
+//                  (bench/overhead-server.js), loaded by autocannon from
+//                  another (bench/overhead-load.js, --connections 10).
+//                  --blocks 6 blocks, each of fresh servers, warmed for
+//                  --warmup 1 s, then --cycles 5 cycles of one --duration 2 s
+//                  window per label, the order rotated each cycle:
 //                    baseline    no io-hygiene
 //                    io-hygiene  install() with every module, and the monitor
-//                    dd-trace    the tracer with no agent running, for scale
+//                    dd-trace    the tracer with no agent running, for scale,
+//                                against baseline in --scale-blocks 1 block
+//                                of its own
 //                  Two handlers: `hello` answers at once; `realistic` also
 //                  fetches from a local upstream by hostname and sends one
 //                  StatsD increment to a local UDP receiver (plus, with
 //                  --kafka, one awaited Kafka send to a local broker) per
-//                  request. Per label: medians of the rounds, and the medians
-//                  of each round's ratio to that round's baseline.
+//                  request. Per label: medians of the windows, and the
+//                  medians of each window's ratio to the same cycle's
+//                  baseline window.
 //   startup        `node -e ""` (baseline) against require('io-hygiene').install(),
 //                  `-r io-hygiene/register` and dd-trace's init(): wall ms of
 //                  --startup-runs (40) rounds, the labels alternated in each;
@@ -31,7 +35,7 @@
 //                  baseline run.
 //   soak           Only with --soak [MINUTES] (default 60; fractions allowed):
 //                  see bench/overhead-soak.js.
-const { fork, spawn, spawnSync } = require('node:child_process')
+const { fork, spawnSync } = require('node:child_process')
 const http = require('node:http')
 const net = require('node:net')
 const path = require('node:path')
@@ -90,12 +94,12 @@ async function startUpstream () {
   return server
 }
 
-function once (child, predicate, what) {
+function once (child, predicate, what, timeoutMs = CHILD_TIMEOUT_MS) {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       cleanup()
-      reject(new Error(`server child: no ${what} within ${CHILD_TIMEOUT_MS} ms`))
-    }, CHILD_TIMEOUT_MS)
+      reject(new Error(`child: no ${what} within ${timeoutMs} ms`))
+    }, timeoutMs)
     const onMessage = (msg) => {
       if (!predicate(msg)) return
       cleanup()
@@ -103,7 +107,7 @@ function once (child, predicate, what) {
     }
     const onExit = (code, signal) => {
       cleanup()
-      reject(new Error(`server child exited (${code ?? signal}) before ${what}: ${child.stderrTail}`))
+      reject(new Error(`child exited (${code ?? signal}) before ${what}: ${child.stderrTail}`))
     }
     const cleanup = () => {
       clearTimeout(timer)
@@ -129,7 +133,7 @@ function startServer (label, handler, config) {
   return child
 }
 
-async function stopServer (child) {
+async function stopChild (child) {
   if (child.exitCode !== null || child.signalCode !== null) return
   const exited = new Promise((resolve) => child.once('exit', resolve))
   const timer = setTimeout(() => child.kill('SIGKILL'), 10_000)
@@ -138,64 +142,88 @@ async function stopServer (child) {
   clearTimeout(timer)
 }
 
-// autocannon in its own process; resolves with its JSON result.
-function load (port, seconds, connections) {
-  return new Promise((resolve, reject) => {
-    const args = [require.resolve('autocannon/autocannon'), '--json', '-c', String(connections), '-d', String(seconds), `http://127.0.0.1:${port}/`]
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => { stdout += d })
-    child.stderr.on('data', (d) => { stderr = (stderr + d).slice(-4000) })
-    const timer = setTimeout(() => child.kill('SIGKILL'), (seconds + 30) * 1000)
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer)
-      if (code !== 0) return reject(new Error(`autocannon failed (${code ?? signal}): ${stderr}`))
-      resolve(JSON.parse(stdout))
-    })
-  })
+// The load generator (bench/overhead-load.js), one process for the run.
+function startLoader () {
+  const child = fork(path.join(__dirname, 'overhead-load.js'), [], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] })
+  child.stderrTail = ''
+  child.stderr.on('data', (d) => { child.stderrTail = (child.stderrTail + d).slice(-4000) })
+  let id = 0
+  return {
+    async run (port, seconds, connections) {
+      const mine = ++id
+      child.send({ id: mine, port, seconds, connections })
+      const reply = await once(child, (m) => m.id === mine, 'load result', (seconds + 30) * 1000)
+      if (reply.error) throw new Error(`autocannon failed: ${reply.error}`)
+      return reply
+    },
+    close: () => stopChild(child),
+  }
 }
 
-async function runOnce (label, handler, env) {
-  const child = startServer(label, handler, env.config)
+// One measured window: the server's CPU and requests from 'start' to 'stop',
+// around a load of `seconds`.
+async function measure (label, server, env) {
+  const connections = env.upstream.connections
+  const packets = env.receiver.packets
+  server.child.send('start')
+  await once(server.child, (m) => m.started, 'start')
+  const load = await env.loader.run(server.port, env.durationS, env.connections)
+  server.child.send('stop')
+  const stats = await once(server.child, (m) => m.cpuUs !== undefined, 'stop')
+  return {
+    label,
+    reqPerSec: load.requests / load.seconds,
+    p99Ms: load.p99Ms,
+    serverCpuUsPerReq: stats.cpuUs / stats.requests,
+    eventLoopDelayMaxMs: stats.eventLoopDelayMaxMs,
+    errors: load.errors,
+    statsdPacketsPerReq: (env.receiver.packets - packets) / stats.requests,
+    upstreamConnections: env.upstream.connections - connections,
+  }
+}
+
+// A block: a fresh server per label, each warmed, then `cycles` cycles of one
+// window per label, the order rotated each cycle (A B, B A, ...), so a pair
+// of windows is seconds apart and sees the same load on the machine.
+async function block (labels, handler, env, cycles) {
+  const servers = new Map()
   try {
-    const ready = await once(child, (m) => m.ready, 'ready')
-    await load(ready.port, env.warmupS, env.connections)
-    const connections = env.upstream.connections
-    const packets = env.receiver.packets
-    child.send('start')
-    await once(child, (m) => m.started, 'start')
-    const result = await load(ready.port, env.durationS, env.connections)
-    child.send('stop')
-    const server = await once(child, (m) => m.cpuUs !== undefined, 'stop')
-    return {
-      label,
-      reqPerSec: result.requests.average,
-      p99Ms: result.latency.p99,
-      serverCpuUsPerReq: server.cpuUs / server.requests,
-      eventLoopDelayMaxMs: server.eventLoopDelayMaxMs,
-      errors: result.errors + result.timeouts + result.non2xx,
-      statsdPacketsPerReq: (env.receiver.packets - packets) / server.requests,
-      upstreamConnections: env.upstream.connections - connections,
-      modules: ready.modules,
+    for (const label of labels) servers.set(label, { child: startServer(label, handler, env.config) })
+    for (const server of servers.values()) {
+      const ready = await once(server.child, (m) => m.ready, 'ready')
+      server.port = ready.port
+      server.modules = ready.modules
     }
+    for (const server of servers.values()) await env.loader.run(server.port, env.warmupS, env.connections)
+    const out = []
+    for (let c = 0; c < cycles; c++) {
+      const cycle = {}
+      for (let i = 0; i < labels.length; i++) {
+        const label = labels[(i + c) % labels.length]
+        cycle[label] = await measure(label, servers.get(label), env)
+        env.progress(handler, label, cycle[label])
+      }
+      out.push(cycle)
+    }
+    return { cycles: out, modules: Object.fromEntries([...servers].map(([label, server]) => [label, server.modules])) }
   } finally {
-    await stopServer(child)
+    for (const server of servers.values()) await stopChild(server.child)
   }
 }
 
 const METRICS = ['reqPerSec', 'p99Ms', 'serverCpuUsPerReq', 'eventLoopDelayMaxMs']
 
-// Per label: medians of its rounds, the median of its paired ratios to the
-// same round's baseline, and the median paired difference in CPU per request.
-function summarise (rounds, labels, handler) {
+// Per label: medians of its windows, the median of its paired ratios to the
+// same cycle's baseline window, and the median paired difference in CPU per
+// request.
+function summarise (cycles, labels, handler, modules) {
   return labels.map((label) => {
-    const theirs = rounds.filter((r) => r[label] !== undefined) // dd-trace runs in the first rounds only
-    const mine = theirs.map((r) => r[label])
-    const run = { handler, label, rounds: mine.length }
+    const theirs = cycles.filter((c) => c[label] !== undefined) // dd-trace runs in its own blocks
+    const mine = theirs.map((c) => c[label])
+    const run = { handler, label, windows: mine.length }
     for (const m of METRICS) run[m] = round(median(mine.map((x) => x[m])), 2)
     if (label !== 'baseline') {
-      const base = theirs.map((r) => r.baseline)
+      const base = theirs.map((c) => c.baseline)
       run.addedCpuUsPerReq = round(median(mine.map((x, i) => x.serverCpuUsPerReq - base[i].serverCpuUsPerReq)), 2)
       for (const m of METRICS) run[`${m}Ratio`] = round(median(mine.map((x, i) => x[m] / base[i][m])), 3)
     }
@@ -204,25 +232,29 @@ function summarise (rounds, labels, handler) {
       run.statsdPacketsPerReq = round(median(mine.map((x) => x.statsdPacketsPerReq)), 3)
       run.upstreamConnections = median(mine.map((x) => x.upstreamConnections))
     }
-    if (mine[0].modules.length > 0) run.modules = mine[0].modules.join('+')
+    if (modules[label]?.length > 0) run.modules = modules[label].join('+')
     return run
   })
 }
 
 async function httpOverhead (argv, scenarios, notes, targets) {
   const { startStatsdReceiver } = require('../test/helpers/statsd-receiver')
-  // Many short rounds rather than a few long ones: the machine's load drifts,
-  // and a pair of runs next to each other sees the same drift.
-  const reps = option(argv, '--reps', 10)
-  const durationS = option(argv, '--duration', 4)
-  // dd-trace is there for scale, and a few rounds give its scale.
-  const scaleRounds = option(argv, '--scale-rounds', 3)
+  // Many short windows in tight alternation rather than a few long runs:
+  // the machine's load drifts over seconds, and two windows next to each
+  // other see the same drift. Fresh servers per block, so that no one
+  // process's luck (its heap layout, its JIT's choices) decides the result.
+  const blocks = option(argv, '--blocks', 6)
+  const cycles = option(argv, '--cycles', 5)
+  const durationS = option(argv, '--duration', 2)
+  // dd-trace is there for scale, and one block gives its scale.
+  const scaleBlocks = option(argv, '--scale-blocks', 1)
   const warmupS = option(argv, '--warmup', 1)
   const connections = option(argv, '--connections', 10)
   const labels = list(argv, '--labels', LABELS)
   const handlers = list(argv, '--handlers', HANDLERS)
   const upstream = await startUpstream()
   const receiver = await startStatsdReceiver({ keep: false })
+  const loader = startLoader()
   let broker = null
   try {
     const config = { upstreamPort: upstream.address().port, statsdPort: receiver.port, closedPort: await closedPort() }
@@ -231,40 +263,41 @@ async function httpOverhead (argv, scenarios, notes, targets) {
       broker = await startKafka({})
       config.brokers = broker.brokers
     }
-    const env = { config, upstream, receiver, durationS, warmupS, connections }
+    const progress = (handler, label, r) => {
+      if (argv.includes('--json')) return
+      process.stderr.write(`${handler} ${label}: ${Math.round(r.reqPerSec)} req/s, ${r.serverCpuUsPerReq.toFixed(1)} us CPU/req, p99 ${r.p99Ms} ms\n`)
+    }
+    const env = { config, upstream, receiver, loader, durationS, warmupS, connections, progress }
     // One scenario, `http-overhead`, with a row per handler and label.
     const scenario = {
       name: 'http-overhead',
       note: `hello: Fastify hello-world; realistic: + fetch by hostname + StatsD increment${broker ? ' + Kafka send' : ''} per request; ` +
-        `autocannon -c ${connections} -d ${durationS}; medians of ${reps} rotated rounds (dd-trace: the first ${Math.min(scaleRounds, reps)}); ratios paired with each round's baseline`,
+        `autocannon -c ${connections}; ${blocks} blocks of fresh servers, each ${cycles} cycles of one ${durationS} s window per label, the order rotated ` +
+        `(dd-trace: ${scaleBlocks} block${scaleBlocks === 1 ? '' : 's'} of its own with baseline); medians of the windows; ratios paired with the same cycle's baseline`,
       runs: [],
-      rounds: {},
+      cycles: {},
     }
     scenarios.push(scenario)
     for (const handler of handlers) {
-      const rounds = []
-      for (let rep = 0; rep < reps; rep++) {
-        const round = {}
-        const these = labels.filter((label) => label !== 'dd-trace' || rep < scaleRounds)
-        for (let i = 0; i < these.length; i++) {
-          const label = these[(i + rep) % these.length]
-          round[label] = await runOnce(label, handler, env)
-          if (!argv.includes('--json')) {
-            const r = round[label]
-            process.stderr.write(`${handler} round ${rep + 1}/${reps} ${label}: ${Math.round(r.reqPerSec)} req/s, ` +
-              `${r.serverCpuUsPerReq.toFixed(1)} us CPU/req, p99 ${r.p99Ms} ms\n`)
-          }
-        }
-        rounds.push(round)
+      const all = []
+      const modules = {}
+      const measured = labels.filter((label) => label !== 'dd-trace')
+      const plan = []
+      for (let b = 0; b < blocks; b++) plan.push(measured)
+      if (labels.includes('dd-trace')) for (let b = 0; b < scaleBlocks; b++) plan.push(['baseline', 'dd-trace'])
+      for (const these of plan) {
+        const result = await block(these, handler, env, cycles)
+        all.push(...result.cycles)
+        Object.assign(modules, result.modules)
       }
-      const runs = summarise(rounds, labels, handler)
+      const runs = summarise(all, labels, handler, modules)
       scenario.runs.push(...runs)
-      scenario.rounds[handler] = rounds.map((r) => labels.filter((label) => r[label] !== undefined).map((label) => ({ ...r[label], modules: undefined })))
-      // How steady the machine was: the same baseline, round after round.
-      const baseRps = rounds.map((r) => r.baseline.reqPerSec)
+      scenario.cycles[handler] = all.map((c) => labels.filter((label) => c[label] !== undefined).map((label) => c[label]))
+      // How steady the machine was: the same baseline, window after window.
+      const baseRps = all.map((c) => c.baseline.reqPerSec)
       const spread = Math.max(...baseRps) / Math.min(...baseRps)
       notes.push(`http-overhead (${handler}): baseline req/s ranged ${Math.round(Math.min(...baseRps))}-${Math.round(Math.max(...baseRps))} ` +
-        `over the rounds (${round(spread, 2)}x)${spread > 1.2 ? ': a busy machine, where ratios of a few percent are noise' : ''}.`)
+        `over the windows (${round(spread, 2)}x)${spread > 1.2 ? ': a busy machine, where ratios of a few percent are noise' : ''}.`)
       const ioh = runs.find((r) => r.label === 'io-hygiene')
       if (!ioh) continue // not asked for (--labels): no targets to check
       if (!ioh.modules?.includes('monitor')) {
@@ -280,6 +313,7 @@ async function httpOverhead (argv, scenarios, notes, targets) {
     }
   } finally {
     await broker?.close()
+    await loader.close()
     await receiver.close()
     await new Promise((resolve) => upstream.close(resolve))
   }
