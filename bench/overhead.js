@@ -4,7 +4,7 @@
 //   [--blocks N] [--cycles N] [--duration S] [--warmup S] [--connections N]
 //   [--kafka] [--scale-blocks N]
 //   [--labels io-hygiene,dd-trace] [--handlers hello,realistic]
-//   [--startup-runs N] [--soak [MINUTES]]`
+//   [--startup-runs N] [--startup-scale-runs N] [--soak [MINUTES]]`
 //
 // What io-hygiene costs a service, measured the way APM-overhead studies and
 // dd-trace's sirun do it: a control and enabled variants, alternated, many
@@ -29,10 +29,11 @@
 //                  medians of each window's ratio to the same cycle's
 //                  baseline window.
 //   startup        `node -e ""` (baseline) against require('io-hygiene').install(),
-//                  `-r io-hygiene/register` and dd-trace's init(): wall ms of
-//                  --startup-runs (40) rounds, the labels alternated in each;
-//                  added ms: the median of each round's difference to its
-//                  baseline run.
+//                  `-r io-hygiene/register`, `-r bench/empty.js` (the floor
+//                  under register) and dd-trace's init() (the first
+//                  --startup-scale-runs 20 rounds): wall ms of --startup-runs
+//                  150 rounds, the labels alternated in each; added ms: the
+//                  median of each round's difference to its baseline run.
 //   soak           Only with --soak [MINUTES] (default 60; fractions allowed):
 //                  see bench/overhead-soak.js.
 const { fork, spawnSync } = require('node:child_process')
@@ -323,45 +324,74 @@ function target (name, holds, measured) {
   return { name, holds, measured }
 }
 
+// The io-hygiene variant also reports, on fd 1, how long require() and
+// install() took inside the process: a number the machine's noise moves far
+// less than a 100 ms start does. fs.writeSync, not process.stdout, which
+// would cost the variant its own set-up.
+const TIMED_INSTALL = "const s = process.hrtime.bigint(); require('io-hygiene').install(); " +
+  "require('node:fs').writeSync(1, String(Number(process.hrtime.bigint() - s) / 1e6))"
+
 // Wall time of a fresh `node` process, per variant, alternated.
-function startup (argv, scenarios, targets) {
-  const runs = option(argv, '--startup-runs', 40)
+function startup (argv, scenarios, notes, targets) {
+  // A start takes about 100 ms and the machine's noise moves one by tens of
+  // ms: it takes many rounds to pin a difference of a few ms. dd-trace is
+  // there for scale, and a few rounds give its scale.
+  const runs = option(argv, '--startup-runs', 150)
+  const scaleRuns = Math.min(runs, option(argv, '--startup-scale-runs', 20))
   const variants = [
     { label: 'baseline', args: ['-e', ''] },
-    { label: 'io-hygiene', args: ['-e', "require('io-hygiene').install()"] },
+    { label: 'io-hygiene', args: ['-e', TIMED_INSTALL] },
     { label: 'register', args: ['-r', 'io-hygiene/register', '-e', ''] },
+    { label: 'preload-floor', args: ['-r', path.join(__dirname, 'empty.js'), '-e', ''] },
     { label: 'dd-trace', args: ['-e', "require('dd-trace').init({ hostname: '127.0.0.1', port: 9 })"], env: DD_ENV },
   ]
   const times = new Map(variants.map((v) => [v.label, []]))
+  const inProcess = []
   for (let i = 0; i < runs; i++) {
-    for (let j = 0; j < variants.length; j++) {
-      const v = variants[(i + j) % variants.length]
+    const these = i < scaleRuns ? variants : variants.filter((v) => v.label !== 'dd-trace')
+    for (let j = 0; j < these.length; j++) {
+      const v = these[(i + j) % these.length]
       const started = process.hrtime.bigint()
-      const result = spawnSync(process.execPath, v.args, { cwd: ROOT, stdio: 'ignore', timeout: 30_000, env: { ...process.env, ...v.env } })
+      const result = spawnSync(process.execPath, v.args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'], timeout: 30_000, env: { ...process.env, ...v.env } })
       const ms = Number(process.hrtime.bigint() - started) / 1e6
       if (result.status !== 0) throw new Error(`startup ${v.label} failed (${result.status ?? result.signal ?? result.error})`)
       times.get(v.label).push(ms)
+      if (v.label === 'io-hygiene') inProcess.push(Number(result.stdout))
     }
   }
   // Each round's runs are next to each other: the added time is the median
   // of each round's difference to its own baseline run, which the machine's
   // drifting load shifts far less than a difference of medians.
   const base = times.get('baseline')
+  const floor = times.get('preload-floor')
   const out = variants.map(({ label }) => {
     const mine = times.get(label)
     const paired = label === 'baseline' ? null : mine.map((ms, i) => ms - base[i])
     return {
       label,
+      runs: mine.length,
       wallMs: round(median(mine), 1),
       addedMs: paired === null ? undefined : round(median(paired), 1),
       ratio: round(median(mine.map((ms, i) => ms / base[i])), 3),
+      inProcessMs: label === 'io-hygiene' ? round(median(inProcess), 1) : undefined,
+      // Over Node's own -r of an empty file: what register itself adds.
+      overFloorMs: label === 'register' ? round(median(mine.map((ms, i) => ms - floor[i])), 1) : undefined,
     }
   })
-  scenarios.push({ name: 'startup', note: `median wall ms of ${runs} rounds of a fresh node per label, alternated; added ms and ratio: medians of each round's difference and ratio to its baseline run`, runs: out })
+  scenarios.push({
+    name: 'startup',
+    note: `median wall ms of ${runs} rounds of a fresh node per label (dd-trace: the first ${scaleRuns}), alternated; added ms and ratio: medians of each round's difference and ratio to its baseline run; ` +
+      'inProcessMs: require() and install() timed inside the process; preload-floor: node -r of an empty file; overFloorMs: register over it',
+    runs: out,
+  })
   for (const label of ['io-hygiene', 'register']) {
     const run = out.find((r) => r.label === label)
-    targets.push(target(`startup: ${label} adds <= 10 ms`, run.addedMs <= 10, `${run.addedMs} ms`))
+    targets.push(target(`startup: ${label} adds <= 10 ms`, run.addedMs <= 10, `${run.addedMs} ms, ${run.ratio}x a ${out[0].wallMs} ms bare start`))
   }
+  const ioh = out.find((r) => r.label === 'io-hygiene')
+  const register = out.find((r) => r.label === 'register')
+  notes.push(`startup: require('io-hygiene').install() took ${ioh.inProcessMs} ms inside the process; Node's own -r of an empty file adds ` +
+    `${out.find((r) => r.label === 'preload-floor').addedMs} ms, and register ${register.overFloorMs} ms over that.`)
 }
 
 async function main (argv) {
@@ -375,7 +405,7 @@ async function main (argv) {
   const scenarios = []
   const notes = []
   const targets = []
-  if (only === null || only === 'startup') startup(argv, scenarios, targets)
+  if (only === null || only === 'startup') startup(argv, scenarios, notes, targets)
   if (only === null || only === 'http-overhead') await httpOverhead(argv, scenarios, notes, targets)
   for (const t of targets) notes.push(`target ${t.holds ? 'holds' : 'MISSED'}: ${t.name} (measured ${t.measured})`)
   report({ bench: 'overhead', node: process.version, scenarios, targets, notes }, argv)
