@@ -6,10 +6,13 @@
 // 'io-hygiene'` finds every name.
 const { install, uninstall, installed } = require('./lib/install')
 
-// A function that loads its module at its first call and hands it the call.
+// A function that loads its module at its first call and hands it the call;
+// later calls go straight to the module's function.
 function lazy (file, name) {
+  let fn = null
   return function (...args) {
-    return require(file)[name](...args)
+    fn ??= require(file)[name]
+    return fn(...args)
   }
 }
 

@@ -219,7 +219,9 @@ const METRICS = ['reqPerSec', 'p99Ms', 'serverCpuUsPerReq', 'eventLoopDelayMaxMs
 // request.
 function summarise (cycles, labels, handler, modules) {
   return labels.map((label) => {
-    const theirs = cycles.filter((c) => c[label] !== undefined) // dd-trace runs in its own blocks
+    // dd-trace runs in blocks of its own; baseline's row is the windows
+    // outside them, the ones io-hygiene's are paired with.
+    const theirs = cycles.filter((c) => label === 'baseline' ? c['dd-trace'] === undefined : c[label] !== undefined)
     const mine = theirs.map((c) => c[label])
     const run = { handler, label, windows: mine.length }
     for (const m of METRICS) run[m] = round(median(mine.map((x) => x[m])), 2)
@@ -295,7 +297,7 @@ async function httpOverhead (argv, scenarios, notes, targets) {
       scenario.runs.push(...runs)
       scenario.cycles[handler] = all.map((c) => labels.filter((label) => c[label] !== undefined).map((label) => c[label]))
       // How steady the machine was: the same baseline, window after window.
-      const baseRps = all.map((c) => c.baseline.reqPerSec)
+      const baseRps = all.filter((c) => c['dd-trace'] === undefined).map((c) => c.baseline.reqPerSec)
       const spread = Math.max(...baseRps) / Math.min(...baseRps)
       notes.push(`http-overhead (${handler}): baseline req/s ranged ${Math.round(Math.min(...baseRps))}-${Math.round(Math.max(...baseRps))} ` +
         `over the windows (${round(spread, 2)}x)${spread > 1.2 ? ': a busy machine, where ratios of a few percent are noise' : ''}.`)
