@@ -304,7 +304,7 @@ function run ({ nameserver }) {
   })
 
   t.test('node -r io-hygiene/register installs before the app, from IO_HYGIENE_* variables', async (t) => {
-    const register = require.resolve('../lib/register.js')
+    const register = require.resolve('../register.js')
     const code = `
       const dns = require('node:dns')
       const { installed } = require(${JSON.stringify(require.resolve('..'))})

@@ -264,7 +264,7 @@ function run (args, env = {}) {
 }
 
 const app = path.join(__dirname, 'fixtures', 'install-app.js')
-const register = require.resolve('../lib/register.js')
+const register = require.resolve('../register.js')
 
 t.test('node -r io-hygiene/register, then install() in the code: never a crash', async (t) => {
   const off = await run(['-r', register, app, '{}'], { IO_HYGIENE_DNS: '0' })
@@ -286,8 +286,8 @@ t.test('node -r io-hygiene/register, then install() in the code: never a crash',
   t.match(code.out, { before: false, options: { dns: { maxTtlMs: 5000, minTtlMs: 500 } }, warnings: [] }, 'without -r: the same precedence')
 })
 
-t.test('node --import io-hygiene/register runs before an ES module\'s hoisted imports', async (t) => {
-  const esm = await run(['--import', 'io-hygiene/register', path.join(__dirname, 'fixtures', 'install-app.mjs')], { IO_HYGIENE_DNS_MAX_TTL_MS: '7000' })
+t.test('node --import io-hygiene/register.js runs before an ES module\'s hoisted imports', async (t) => {
+  const esm = await run(['--import', 'io-hygiene/register.js', path.join(__dirname, 'fixtures', 'install-app.mjs')], { IO_HYGIENE_DNS_MAX_TTL_MS: '7000' })
   t.equal(esm.code, 0, esm.stderr)
   t.match(esm.out, { before: true, options: { dns: { maxTtlMs: 7000 } } })
 })
@@ -327,7 +327,7 @@ t.test('install() loads only what its modules need before their first use', asyn
         Object.keys(require.cache).filter((f) => f.includes('node_modules')).map((f) => f.split('node_modules/')[1].split('/')[0])),
       builtins: [...asked],
     })
-    require(root).install()
+    require('io-hygiene').install()
     const atStart = loaded()
     let idle = null
     process.once('beforeExit', () => {
@@ -350,6 +350,24 @@ t.test('install() loads only what its modules need before their first use', asyn
   t.equal(out.address, '127.0.0.1', 'the first lookup answers')
   for (const file of ['lru-cache', 'lib/dns/resolve.js', 'lib/dns/ip.js', 'lib/diagnostics.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
   for (const builtin of ['net', 'diagnostics_channel']) t.ok(out.afterLookup.builtins.includes(builtin), `node:${builtin}, by the first lookup`)
+})
+
+// A package.json "exports" map makes Node 20's require() load its ES module
+// resolver to read it: about 2 ms of every start, so the package has none
+// (README, Overhead). The child runs without tap's NODE_OPTIONS, whose
+// loader would have loaded that resolver already: tap puts it back into any
+// environment a test spawns node with, so env(1) takes it out.
+t.test('require(\'io-hygiene\') by name loads none of Node\'s ES module loader', async (t) => {
+  const script = `
+    const before = new Set(process.moduleLoadList)
+    require('io-hygiene').install()
+    process.stdout.write(JSON.stringify(process.moduleLoadList.filter((m) => !before.has(m))))
+  `
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^io_?hyg/i.test(k)))
+  const { stdout } = await util.promisify(execFile)('env', ['-u', 'NODE_OPTIONS', process.execPath, '-e', script], { cwd: path.join(__dirname, '..'), env })
+  const loaded = JSON.parse(stdout)
+  t.ok(loaded.includes('NativeModule dns'), 'the run loads what install() needs')
+  t.same(loaded.filter((m) => m.includes('modules/esm')), [], 'and nothing of the ES module loader')
 })
 
 // index.js loads most of the package at first call; ES modules must still
