@@ -2,6 +2,7 @@
 
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('./errors')
+const { PREFIX, mayBeOurs } = require('./options')
 
 // install() options from IO_HYGIENE_* environment variables. IO_HYGIENE_<MODULE>=0
 // turns a module off; IO_HYGIENE_<MODULE>_<OPTION> sets an option (maxTtlMs ->
@@ -9,7 +10,6 @@ const errors = () => require('./errors')
 // validates them as it validates code, so a bad value fails the same way.
 // The known names come from the module specs, so a new module's options get
 // variables without a list to keep in step.
-const PREFIX = 'IO_HYGIENE_'
 // The project's own tests and benchmarks pass state to their child processes here.
 const RESERVED = ['IO_HYGIENE_TEST_', 'IO_HYGIENE_BENCH_']
 
@@ -102,19 +102,11 @@ function checkNames (known, mentions) {
   }
 }
 
-// Pairs of neighbouring letters in the prefix. One edit breaks at most three
-// (a swap of neighbours), so a name within two edits keeps at least four of
-// the ten: a cheap test that spares nearly every variable the edit distance.
-const PAIRS = Array.from({ length: PREFIX.length - 1 }, (_, i) => PREFIX.slice(i, i + 2))
-
 // The name with its prefix corrected, if its prefix is a near miss of ours.
 function nearMiss (name) {
+  if (!mayBeOurs(name)) return null
   const upper = name.toUpperCase()
   if (upper.startsWith(PREFIX)) return upper
-  const head = upper.slice(0, PREFIX.length + 2)
-  let kept = 0
-  for (const pair of PAIRS) if (head.includes(pair)) kept++
-  if (kept < PAIRS.length - 6) return null
   let best = null
   let bestDistance = 3
   for (let length = PREFIX.length - 2; length <= PREFIX.length + 2; length++) {

@@ -1,7 +1,6 @@
 'use strict'
 
-const { resolve } = require('./options')
-const { readEnv } = require('./env')
+const { resolve, mayMentionUs } = require('./options')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('./errors')
 
@@ -84,6 +83,13 @@ function moduleOptions (mod) {
   }
 }
 
+// The environment's options. env.js, which reads them, loads only when some
+// variable may be one.
+function fromEnv () {
+  if (!mayMentionUs()) return { options: {}, names: {} }
+  return require('./env').readEnv(modules)
+}
+
 function install (options) {
   return installFrom(options, 'an earlier install()')
 }
@@ -93,7 +99,7 @@ function install (options) {
 // the installation in place, as dd-trace's init() does, and if its options
 // differ, says once which were ignored. Bad options still throw.
 function installFrom (options, origin) {
-  const resolved = validate(options, readEnv(modules))
+  const resolved = validate(options, fromEnv())
   const current = globalThis[kState]
   if (current) {
     const ignored = differences(current.resolved, resolved)

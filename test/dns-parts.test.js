@@ -13,7 +13,7 @@ const { TtlQuery, decodeReply, encodeQuery, parseServer, wireName } = require('.
 const { startDnsServer } = require('./helpers/dns-server')
 const { bindUdp } = require('./helpers/udp')
 const packet = require('dns-packet')
-const { wrap, originalOf } = require('../lib/patch')
+const { wrap, originalOf } = require('../lib/dns')
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-hosts-'))
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }))

@@ -6,9 +6,9 @@ const path = require('node:path')
 const util = require('node:util')
 const { execFile } = require('node:child_process')
 const ioHygiene = require('..')
-const { optionsFromEnv, envName, knownVariables, distance } = require('../lib/env')
 const { modules, ALREADY_INSTALLED } = require('../lib/install')
 const { integer, oneOf, func, nullable } = require('../lib/options')
+const { optionsFromEnv, envName, knownVariables, distance } = require('../lib/env')
 
 const originalLookup = dns.lookup
 const originalPromise = dns.promises.lookup
@@ -148,7 +148,7 @@ t.test('a second copy of io-hygiene sees the first one', async (t) => {
   for (const [k, v] of saved) require.cache[k] = v
   t.not(second, ioHygiene, 'a separate copy')
   t.equal(second.installed(), first, 'it finds the installed handle')
-  const { originalOf } = require('../lib/patch')
+  const { originalOf } = require('../lib/dns')
   t.equal(originalOf(dns.lookup), originalLookup)
 })
 
@@ -213,6 +213,7 @@ t.test('a misspelt variable is refused with the closest known name', async (t) =
     IOHYGIENE_DNS_SERVERS: 'IO_HYGIENE_DNS_SERVERS',
     io_hygiene_dns_hosts_file: 'IO_HYGIENE_DNS_HOSTS_FILE',
     IO_HYGIENE_DSN: 'IO_HYGIENE_DNS',
+    IO_XYGIEXE_MONITOR: 'IO_HYGIENE_MONITOR', // two edits leave two of H, Y, G and N
   }
   for (const [name, closest] of Object.entries(refused)) {
     t.throws(() => optionsFromEnv(modules, { [name]: '1' }), {
@@ -339,7 +340,7 @@ t.test('install() loads only what its modules need before their first use', asyn
   `
   const { code, out, stderr } = await run(['-e', script])
   t.equal(code, 0, stderr)
-  const later = ['lru-cache', 'undici', 'lib/dns/resolve.js', 'lib/dns/hosts.js', 'lib/dns/ip.js', 'lib/dns/expiry.js', 'lib/monitor/index.js', 'lib/monitor/registry.js',
+  const later = ['lib/env.js', 'lru-cache', 'undici', 'lib/dns/resolve.js', 'lib/dns/hosts.js', 'lib/dns/ip.js', 'lib/dns/expiry.js', 'lib/monitor/index.js', 'lib/monitor/registry.js',
     'lib/batch.js', 'lib/kafka.js', 'lib/statsd.js', 'lib/http/sink.js', 'lib/http/agent.js', 'lib/diagnostics.js', 'lib/errors.js']
   for (const when of ['atStart', 'idle']) {
     for (const file of later) t.notOk(out[when].files.includes(file), `${when}: ${file} not loaded`)

@@ -111,7 +111,7 @@ class DnsCache {
   }
 
   // `key` is the name as cached and asked upstream; `hostname` the caller's
-  // spelling, for the channels (and, in lookup.js, for its errors).
+  // spelling, for the channels (and, in index.js's lookup functions, for its errors).
   #slow (key, hostname, record, slot, reply) {
     const now = performance.now()
     let entry = record[slot]
