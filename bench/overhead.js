@@ -4,7 +4,7 @@
 //   [--blocks N] [--cycles N] [--duration S] [--warmup S] [--connections N]
 //   [--kafka] [--scale-blocks N]
 //   [--labels io-hygiene,dd-trace] [--handlers hello,realistic]
-//   [--startup-runs N] [--startup-scale-runs N] [--soak [MINUTES]]`
+//   [--startup-runs N] [--startup-scale-runs N] [--startup-timed-runs N] [--soak [MINUTES]]`
 //
 // What io-hygiene costs a service, measured the way APM-overhead studies and
 // dd-trace's sirun do it: a control and enabled variants, alternated, many
@@ -28,12 +28,15 @@
 //                  request. Per label: medians of the windows, and the
 //                  medians of each window's ratio to the same cycle's
 //                  baseline window.
-//   startup        `node -e ""` (baseline) against require('io-hygiene').install(),
-//                  `-r io-hygiene/register`, `-r bench/empty.js` (the floor
-//                  under register) and dd-trace's init() (the first
-//                  --startup-scale-runs 20 rounds): wall ms of --startup-runs
-//                  150 rounds, the labels alternated in each; added ms: the
-//                  median of each round's difference to its baseline run.
+//   startup        `node -e ""` (baseline) against `node -e
+//                  "require('io-hygiene').install()"`, `-r io-hygiene/register`,
+//                  `-r bench/empty.js` (the floor under register) and
+//                  dd-trace's init() (the first --startup-scale-runs 20
+//                  rounds): wall ms of --startup-runs 150 rounds, the labels
+//                  alternated in each; added ms: the median of each round's
+//                  difference to its baseline run. The first
+//                  --startup-timed-runs 40 rounds also time install() inside
+//                  a process of their own.
 //   soak           Only with --soak [MINUTES] (default 60; fractions allowed):
 //                  see bench/overhead-soak.js.
 const { fork, spawnSync } = require('node:child_process')
@@ -326,10 +329,10 @@ function target (name, holds, measured) {
   return { name, holds, measured }
 }
 
-// The io-hygiene variant also reports, on fd 1, how long require() and
-// install() took inside the process: a number the machine's noise moves far
-// less than a 100 ms start does. fs.writeSync, not process.stdout, which
-// would cost the variant its own set-up.
+// How long require() and install() take inside the process: a number the
+// machine's noise moves far less than a 100 ms start does. Its own variant,
+// so that the io-hygiene label runs exactly the command the issue names.
+// fs.writeSync, not process.stdout, which would cost the run its own set-up.
 const TIMED_INSTALL = "const s = process.hrtime.bigint(); require('io-hygiene').install(); " +
   "require('node:fs').writeSync(1, String(Number(process.hrtime.bigint() - s) / 1e6))"
 
@@ -340,17 +343,20 @@ function startup (argv, scenarios, notes, targets) {
   // there for scale, and a few rounds give its scale.
   const runs = option(argv, '--startup-runs', 150)
   const scaleRuns = Math.min(runs, option(argv, '--startup-scale-runs', 20))
+  const timedRuns = Math.min(runs, option(argv, '--startup-timed-runs', 40))
+  // `rounds`: the first rounds a variant runs in (all when absent).
   const variants = [
     { label: 'baseline', args: ['-e', ''] },
-    { label: 'io-hygiene', args: ['-e', TIMED_INSTALL] },
+    { label: 'io-hygiene', args: ['-e', "require('io-hygiene').install()"] },
     { label: 'register', args: ['-r', 'io-hygiene/register', '-e', ''] },
     { label: 'preload-floor', args: ['-r', path.join(__dirname, 'empty.js'), '-e', ''] },
-    { label: 'dd-trace', args: ['-e', "require('dd-trace').init({ hostname: '127.0.0.1', port: 9 })"], env: DD_ENV },
+    { label: 'dd-trace', args: ['-e', "require('dd-trace').init({ hostname: '127.0.0.1', port: 9 })"], env: DD_ENV, rounds: scaleRuns },
+    { label: 'timed', args: ['-e', TIMED_INSTALL], rounds: timedRuns },
   ]
   const times = new Map(variants.map((v) => [v.label, []]))
   const inProcess = []
   for (let i = 0; i < runs; i++) {
-    const these = i < scaleRuns ? variants : variants.filter((v) => v.label !== 'dd-trace')
+    const these = variants.filter((v) => v.rounds === undefined || i < v.rounds)
     for (let j = 0; j < these.length; j++) {
       const v = these[(i + j) % these.length]
       const started = process.hrtime.bigint()
@@ -358,7 +364,7 @@ function startup (argv, scenarios, notes, targets) {
       const ms = Number(process.hrtime.bigint() - started) / 1e6
       if (result.status !== 0) throw new Error(`startup ${v.label} failed (${result.status ?? result.signal ?? result.error})`)
       times.get(v.label).push(ms)
-      if (v.label === 'io-hygiene') inProcess.push(Number(result.stdout))
+      if (v.label === 'timed') inProcess.push(Number(result.stdout))
     }
   }
   // Each round's runs are next to each other: the added time is the median
@@ -366,7 +372,7 @@ function startup (argv, scenarios, notes, targets) {
   // drifting load shifts far less than a difference of medians.
   const base = times.get('baseline')
   const floor = times.get('preload-floor')
-  const out = variants.map(({ label }) => {
+  const out = variants.filter((v) => v.label !== 'timed').map(({ label }) => {
     const mine = times.get(label)
     const paired = label === 'baseline' ? null : mine.map((ms, i) => ms - base[i])
     return {
@@ -383,7 +389,7 @@ function startup (argv, scenarios, notes, targets) {
   scenarios.push({
     name: 'startup',
     note: `median wall ms of ${runs} rounds of a fresh node per label (dd-trace: the first ${scaleRuns}), alternated; added ms and ratio: medians of each round's difference and ratio to its baseline run; ` +
-      'inProcessMs: require() and install() timed inside the process; preload-floor: node -r of an empty file; overFloorMs: register over it',
+      `inProcessMs: require() and install() timed inside a process of their own (the first ${timedRuns} rounds); preload-floor: node -r of an empty file; overFloorMs: register over it`,
     runs: out,
   })
   for (const label of ['io-hygiene', 'register']) {
