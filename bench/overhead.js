@@ -217,14 +217,16 @@ async function block (labels, handler, env, cycles) {
 
 const METRICS = ['reqPerSec', 'p99Ms', 'serverCpuUsPerReq', 'eventLoopDelayMaxMs']
 
+// dd-trace runs in blocks of its own; the other cycles are the ones
+// io-hygiene's windows are paired with, and baseline's row and spread use them.
+const outsideDdTrace = (cycle) => cycle['dd-trace'] === undefined
+
 // Per label: medians of its windows, the median of its paired ratios to the
 // same cycle's baseline window, and the median paired difference in CPU per
 // request.
 function summarise (cycles, labels, handler, modules) {
   return labels.map((label) => {
-    // dd-trace runs in blocks of its own; baseline's row is the windows
-    // outside them, the ones io-hygiene's are paired with.
-    const theirs = cycles.filter((c) => label === 'baseline' ? c['dd-trace'] === undefined : c[label] !== undefined)
+    const theirs = cycles.filter((c) => label === 'baseline' ? outsideDdTrace(c) : c[label] !== undefined)
     const mine = theirs.map((c) => c[label])
     const run = { handler, label, windows: mine.length }
     for (const m of METRICS) run[m] = round(median(mine.map((x) => x[m])), 2)
@@ -300,7 +302,7 @@ async function httpOverhead (argv, scenarios, notes, targets) {
       scenario.runs.push(...runs)
       scenario.cycles[handler] = all.map((c) => labels.filter((label) => c[label] !== undefined).map((label) => c[label]))
       // How steady the machine was: the same baseline, window after window.
-      const baseRps = all.filter((c) => c['dd-trace'] === undefined).map((c) => c.baseline.reqPerSec)
+      const baseRps = all.filter(outsideDdTrace).map((c) => c.baseline.reqPerSec)
       const spread = Math.max(...baseRps) / Math.min(...baseRps)
       notes.push(`http-overhead (${handler}): baseline req/s ranged ${Math.round(Math.min(...baseRps))}-${Math.round(Math.max(...baseRps))} ` +
         `over the windows (${round(spread, 2)}x)${spread > 1.2 ? ': a busy machine, where ratios of a few percent are noise' : ''}.`)
@@ -353,7 +355,7 @@ function startup (argv, scenarios, notes, targets) {
     { label: 'dd-trace', args: ['-e', "require('dd-trace').init({ hostname: '127.0.0.1', port: 9 })"], env: DD_ENV, rounds: scaleRuns },
     { label: 'timed', args: ['-e', TIMED_INSTALL], rounds: timedRuns },
   ]
-  const times = new Map(variants.map((v) => [v.label, []]))
+  const times = new Map(variants.filter((v) => v.label !== 'timed').map((v) => [v.label, []]))
   const inProcess = []
   for (let i = 0; i < runs; i++) {
     const these = variants.filter((v) => v.rounds === undefined || i < v.rounds)
@@ -363,8 +365,8 @@ function startup (argv, scenarios, notes, targets) {
       const result = spawnSync(process.execPath, v.args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'], timeout: 30_000, env: { ...process.env, ...v.env } })
       const ms = Number(process.hrtime.bigint() - started) / 1e6
       if (result.status !== 0) throw new Error(`startup ${v.label} failed (${result.status ?? result.signal ?? result.error})`)
-      times.get(v.label).push(ms)
       if (v.label === 'timed') inProcess.push(Number(result.stdout))
+      else times.get(v.label).push(ms)
     }
   }
   // Each round's runs are next to each other: the added time is the median
@@ -372,7 +374,7 @@ function startup (argv, scenarios, notes, targets) {
   // drifting load shifts far less than a difference of medians.
   const base = times.get('baseline')
   const floor = times.get('preload-floor')
-  const out = variants.filter((v) => v.label !== 'timed').map(({ label }) => {
+  const out = [...times.keys()].map((label) => {
     const mine = times.get(label)
     const paired = label === 'baseline' ? null : mine.map((ms, i) => ms - base[i])
     return {

@@ -254,11 +254,16 @@ t.test('the environment wins over code for what it sets; code fills the rest', a
   t.equal(ioHygiene.installed(), null)
 })
 
-// A child process with only the variables given (tap's own are kept).
-function run (args, env = {}) {
+// A child's environment: none of ours but the variables given (tap's own are kept).
+function childEnv (env = {}) {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^io_?hyg/i.test(k)))
+  return { ...base, ...env }
+}
+
+// A child process with only the variables given.
+function run (args, env = {}) {
   return new Promise((resolve) => {
-    execFile(process.execPath, args, { cwd: path.join(__dirname, '..'), env: { ...base, ...env } }, (error, stdout, stderr) => {
+    execFile(process.execPath, args, { cwd: path.join(__dirname, '..'), env: childEnv(env) }, (error, stdout, stderr) => {
       resolve({ code: error ? error.code : 0, out: stdout.trim() ? JSON.parse(stdout) : null, stderr })
     })
   })
@@ -364,8 +369,7 @@ t.test('require(\'io-hygiene\') by name loads none of Node\'s ES module loader',
     require('io-hygiene').install()
     process.stdout.write(JSON.stringify(process.moduleLoadList.filter((m) => !before.has(m))))
   `
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^io_?hyg/i.test(k)))
-  const { stdout } = await util.promisify(execFile)('env', ['-u', 'NODE_OPTIONS', process.execPath, '-e', script], { cwd: path.join(__dirname, '..'), env })
+  const { stdout } = await util.promisify(execFile)('env', ['-u', 'NODE_OPTIONS', process.execPath, '-e', script], { cwd: path.join(__dirname, '..'), env: childEnv() })
   const loaded = JSON.parse(stdout)
   t.ok(loaded.includes('NativeModule dns'), 'the run loads what install() needs')
   t.same(loaded.filter((m) => m.includes('modules/esm')), [], 'and nothing of the ES module loader')
