@@ -48,13 +48,16 @@ function either (expected, ...checks) {
 }
 
 const isObject = (value) => value !== null && typeof value === 'object' && !Array.isArray(value)
+const tags = () => either('an object of tags or an array of "key:value" strings', isObject,
+  (v) => Array.isArray(v) && v.every((tag) => typeof tag === 'string'))
 const interval = integer(1, 2 ** 31 - 1)
 
-// hot-shots' own constructor options (17.x), each with the type hot-shots
-// reads: it would otherwise take `host: 123` and drop every metric, or throw
-// its own uncoded TypeError at the first `prefix: 5` metric. Anything else is
-// a misspelling until proven otherwise (a newer hot-shots option goes in
-// `hotShotsOptions`).
+// hot-shots' own constructor options (17.x), aliases included, each with the
+// type hot-shots reads: it would otherwise take `host: 123` and drop every
+// metric, or throw its own uncoded TypeError at the first `prefix: 5` metric.
+// Anything else is a misspelling until proven otherwise (a newer hot-shots
+// option goes in `hotShotsOptions`). A test reads the names from the installed
+// hot-shots' source and fails when one is missing here.
 const HOT_SHOTS_CHECKS = {
   host: string(),
   prefix: text(),
@@ -63,8 +66,8 @@ const HOT_SHOTS_CHECKS = {
   tagSeparator: text(),
   globalize: boolean(),
   mock: boolean(),
-  globalTags: either('an object of tags or an array of "key:value" strings', isObject,
-    (v) => Array.isArray(v) && v.every((tag) => typeof tag === 'string')),
+  globalTags: tags(),
+  global_tags: tags(), // hot-shots' older spelling of globalTags
   includeDataDogTags: boolean(),
   telegraf: boolean(),
   protocol: either('one of "udp", "tcp", "uds", "stream"', (v) => typeof v === 'string' && ['udp', 'tcp', 'uds', 'stream'].includes(v.toLowerCase())),
@@ -168,6 +171,10 @@ function checkConflicts (where, o) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'cacheDns/cacheDnsTtl replace the host lookup with hot-shots\' own cache ' +
       '(a fixed TTL, one lookup per send while it is pending, no family, no stale answer); createStatsd() resolves the host ' +
       'through io-hygiene\'s TTL cache instead: remove cacheDns and cacheDnsTtl')
+  }
+  if (o.globalTags !== undefined && o.global_tags !== undefined) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'global_tags is hot-shots\' older name for globalTags, and hot-shots ' +
+      'ignores it when globalTags is set: pass one of them')
   }
   if (o.udpSocketOptions !== null && o.udpSocketOptions.lookup !== undefined) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'udpSocketOptions.lookup is how createStatsd() resolves the host ' +

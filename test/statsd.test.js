@@ -808,3 +808,48 @@ t.test('stats(): sent packets and dropped ones are counted apart', async (t) => 
   t.ok(await r.waitFor(1))
   t.match(client.stats(), { packets: 1, droppedPackets: 1, bytes: r.bytes }, 'the dropped packet is in neither packets nor bytes')
 })
+
+// The option names the installed hot-shots reads from its constructor's
+// options, taken from its own source rather than a copy. Those only a child
+// client passes (its parent's socket, buffer holder...) are the keys of
+// ChildClient's options that hot-shots' README does not list as parameters.
+function hotShotsOptionNames () {
+  const root = path.dirname(require.resolve('hot-shots'))
+  const source = fs.readFileSync(path.join(root, 'lib', 'statsd.js'), 'utf8')
+  const read = new Set()
+  for (const m of source.matchAll(/\boptions\.([A-Za-z_$][\w$]*)|'([A-Za-z_$][\w$]*)' in options\b/g)) read.add(m[1] ?? m[2])
+  const child = source.slice(source.indexOf('const ChildClient = function'))
+  const literal = child.slice(child.indexOf('Client.call(this, {'), child.indexOf('});'))
+  const childKeys = [...literal.matchAll(/^\s*([A-Za-z_$][\w$]*)[ \t]*:[ \t]*\S/gm)].map((m) => m[1])
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const documented = new Set([...readme.matchAll(/^\* `([A-Za-z_$][\w$]*)`:/gm)].map((m) => m[1]))
+  const internal = new Set(childKeys.filter((key) => !documented.has(key)))
+  return { read: [...read], internal }
+}
+
+t.test('every option name the installed hot-shots reads is accepted, its aliases included', async (t) => {
+  const { read, internal } = hotShotsOptionNames()
+  t.ok(read.includes('host') && read.includes('global_tags'), 'the source was read')
+  t.ok(internal.has('isChild') && internal.has('bufferHolder') && !internal.has('host'), 'child-only names told apart')
+  for (const name of read) {
+    if (internal.has(name)) {
+      t.throws(() => createStatsd({ [name]: true }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION' }, `${name} is childClient()'s own`)
+    } else {
+      t.ok(Object.hasOwn(spec, name), `createStatsd() knows "${name}"`)
+    }
+  }
+  t.throws(() => createStatsd({ global_tags: 'a:b' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /"global_tags"/ })
+  t.throws(() => createStatsd({ globalTags: ['a:b'], global_tags: ['c:d'] }),
+    { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS', message: /global_tags/ })
+
+  const r = await receiver(t)
+  const created = statsd(t, { host: '127.0.0.1', port: r.port, global_tags: ['env:test'] })
+  const wrapped = wrapStatsd(new StatsD({ host: '127.0.0.1', port: r.port, global_tags: { env: 'wrapped' } }))
+  t.teardown(() => wrapped.close())
+  created.increment('tagged.created')
+  wrapped.increment('tagged.wrapped')
+  await Promise.all([created.close(), wrapped.close()])
+  t.ok(await r.waitFor(2))
+  t.match(r.find('tagged.created')[0], { tags: ['env:test'] })
+  t.match(r.find('tagged.wrapped')[0], { tags: ['env:wrapped'] })
+})

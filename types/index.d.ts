@@ -230,6 +230,8 @@ export interface StatsdOptions {
   globalize?: boolean
   mock?: boolean
   globalTags?: StatsdTags
+  /** hot-shots' older name for globalTags; pass one of the two. */
+  global_tags?: StatsdTags
   includeDataDogTags?: boolean
   telegraf?: boolean
   protocol?: 'udp' | 'tcp' | 'uds' | 'stream'
