@@ -238,6 +238,8 @@ function newCounters () {
   }
 }
 
+const TIMED_OUT = Symbol('timed out')
+
 // Per-client state: counters, the error path, the exit flush and close().
 class ClientState {
   client = null
@@ -250,6 +252,12 @@ class ClientState {
   #closeTimeoutMs
   #shutdownTimeoutMs
   #originalClose
+  // hot-shots hands the first error met while closing to close()'s callback,
+  // and not to the errorHandler; these say whether a callback is waiting and
+  // which error it gets.
+  #closeCallbacks = 0
+  #closeError
+  #closeErrorTaken = false
 
   constructor ({ host, port, errorHandler, closeTimeoutMs, shutdownTimeoutMs, hostLookup = null }) {
     this.host = host
@@ -262,18 +270,31 @@ class ClientState {
 
   // The errorHandler hot-shots gets: never throws, never prints.
   handleError = (error) => {
+    this.#count(error)
+    if (this.#userHandler === null) return
+    try {
+      this.#userHandler(error)
+    } catch (handlerError) {
+      this.counters.handlerErrors++
+      this.publish(handlerError, 'errorHandler')
+    }
+  }
+
+  #count (error) {
     const counters = this.counters
     counters.errors++
     const code = error?.code ?? 'UNKNOWN'
     counters.errorsByCode[code] = (counters.errorsByCode[code] ?? 0) + 1
     this.publish(error, 'client')
-    if (this.#userHandler === null) return
-    try {
-      this.#userHandler(error)
-    } catch (handlerError) {
-      counters.handlerErrors++
-      this.publish(handlerError, 'errorHandler')
-    }
+  }
+
+  // An error met while closing: the first goes to close()'s callbacks if any
+  // wait (counted and published all the same), the rest to the errorHandler.
+  #closeFailed (error) {
+    if (this.#closeCallbacks === 0 || this.#closeErrorTaken) return this.handleError(error)
+    this.#closeErrorTaken = true
+    this.#closeError = error
+    this.#count(error)
   }
 
   publish (error, source) {
@@ -312,16 +333,27 @@ class ClientState {
   stats = () => ({ ...this.counters, errorsByCode: { ...this.counters.errorsByCode } })
 
   // Resolves once buffered metrics were handed to the socket and the socket
-  // closed; never rejects (errors are counted, published and handed to the
-  // errorHandler). Takes hot-shots' optional callback too.
+  // closed, or at closeTimeoutMs; never rejects. A second call, even from the
+  // errorHandler while the first runs, returns the first's promise. Takes
+  // hot-shots' optional callback, which gets the first error met while closing.
   close = (callback) => {
+    const withCallback = typeof callback === 'function'
+    if (withCallback) this.#closeCallbacks++
     const closing = this.#closeWithin(this.#closeTimeoutMs)
-    if (typeof callback === 'function') closing.then(() => callback())
+    // Called outside the promise chain, so that what it throws is an
+    // uncaughtException, as with hot-shots, not an unhandledRejection.
+    if (withCallback) closing.then(() => process.nextTick(callback, this.#closeError))
     return closing
   }
 
   #closeWithin (timeoutMs) {
-    if (this.closing === null) this.closing = this.#shutdown(timeoutMs)
+    if (this.closing === null) {
+      // Set before any work: a flush failing synchronously reaches the
+      // errorHandler, which may call close() again.
+      let settle
+      this.closing = new Promise((resolve) => { settle = resolve })
+      this.#shutdown(timeoutMs).then(settle)
+    }
     return this.closing
   }
 
@@ -331,28 +363,44 @@ class ClientState {
     const client = this.client
     let timer = null
     // Ref'd on purpose: the caller awaits this deadline, and an unref'd timer
-    // could let the process exit before close() settles.
-    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, timeoutMs, false) })
-    const flushed = new Promise((resolve) => {
-      client.flush((error) => {
-        if (error) this.handleError(error)
-        resolve(true)
-      })
-    })
-    if (await Promise.race([flushed, deadline]) === false) {
-      this.counters.closeTimeouts++
-      this.handleError(new ERR_IO_HYGIENE_TIMEOUT('statsd close()', timeoutMs))
-      // Sends still waiting for DNS fail now, so hot-shots' drain ends.
-      this.hostLookup?.abort(new ERR_IO_HYGIENE_CLOSED('statsd client'))
+    // could let the process exit before close() settles. It bounds the whole
+    // close: a transport may never report back (a stream already destroyed
+    // never emits 'close' again).
+    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, timeoutMs, TIMED_OUT) })
+    try {
+      const flushed = this.#step((done) => client.flush(done))
+      let outcome = await Promise.race([flushed, deadline])
+      if (outcome === TIMED_OUT) {
+        // Sends still waiting for DNS fail now, so hot-shots' drain ends.
+        this.hostLookup?.abort(new ERR_IO_HYGIENE_CLOSED('statsd client'))
+      }
+      const closed = this.#step((done) => this.#originalClose.call(client, done))
+      // Past the deadline hot-shots may still be sending: its lookups need the cache.
+      closed.then(() => this.hostLookup?.close())
+      if (outcome !== TIMED_OUT) outcome = await Promise.race([closed, deadline])
+      if (outcome === TIMED_OUT) {
+        this.counters.closeTimeouts++
+        this.#closeFailed(new ERR_IO_HYGIENE_TIMEOUT('statsd close()', timeoutMs))
+      }
+    } finally {
+      clearTimeout(timer)
     }
-    clearTimeout(timer)
-    await new Promise((resolve) => {
-      this.#originalClose.call(client, (error) => {
-        if (error) this.handleError(error)
+  }
+
+  // One callback-taking step of close(): its error, thrown or passed, is a
+  // close-time error; the promise always resolves.
+  #step (start) {
+    return new Promise((resolve) => {
+      const done = (error) => {
+        if (error) this.#closeFailed(error)
         resolve()
-      })
+      }
+      try {
+        start(done)
+      } catch (error) {
+        done(error)
+      }
     })
-    this.hostLookup?.close()
   }
 }
 

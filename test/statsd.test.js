@@ -500,9 +500,10 @@ t.test('close() has a deadline: sends stuck on DNS fail, and close() still resol
   const client = createStatsd({ host: 'hang.test', port: r.port, dnsCache: cache, closeTimeoutMs: 50 })
   client.increment('stuck')
   await client.close()
-  const stats = client.stats()
-  t.equal(stats.closeTimeouts, 1)
-  t.same(stats.errorsByCode, { ERR_IO_HYGIENE_TIMEOUT: 1, ERR_IO_HYGIENE_CLOSED: 1 })
+  t.equal(client.stats().closeTimeouts, 1, 'settled at its deadline')
+  // The send the deadline failed ends after close() settled.
+  t.ok(await eventually(() => client.stats().errorsByCode.ERR_IO_HYGIENE_CLOSED === 1), 'the stuck send failed, counted')
+  t.same(client.stats().errorsByCode, { ERR_IO_HYGIENE_TIMEOUT: 1, ERR_IO_HYGIENE_CLOSED: 1 })
   t.same(printed, [])
 })
 
@@ -852,4 +853,42 @@ t.test('every option name the installed hot-shots reads is accepted, its aliases
   t.ok(await r.waitFor(2))
   t.match(r.find('tagged.created')[0], { tags: ['env:test'] })
   t.match(r.find('tagged.wrapped')[0], { tags: ['env:wrapped'] })
+})
+
+// hot-shots' close() contract, kept by both: the callback gets the close-time
+// error (and what it throws is an uncaughtException), close() settles whatever
+// the transport does, and close() from the errorHandler returns the first
+// close()'s promise. In child processes: broken, these hang or kill them.
+t.test('close(): hot-shots\' callback contract, a deadline for all of it, no re-entry', async (t) => {
+  const fixture = path.join(FIXTURES, 'statsd-close.js')
+  const events = async (scenario, kind) => {
+    const { code, stdout, stderr } = await run([fixture, scenario, kind], { timeout: 30_000 })
+    t.equal(code, 0, `${scenario} ${kind}: exits by itself ${stderr}`)
+    return stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line))
+  }
+  const [plain] = (await events('write-fails', 'plain')).filter((e) => 'callback' in e)
+  t.match(plain.callback, /^Error sending hot-shots message: /, 'what hot-shots itself passes')
+  for (const kind of ['create', 'wrap']) {
+    const seen = await events('write-fails', kind)
+    t.ok(seen.some((e) => e.settled), `${kind}: a failed stream write, and close() still settles`)
+    t.same(seen.filter((e) => 'callback' in e), [plain], `${kind}: the callback gets the send error, as from hot-shots`)
+    t.notOk(seen.some((e) => /^Error sending/.test(e.errorHandler)), `${kind}: the errorHandler does not get it too`)
+
+    t.same(await events('throwing-callback', kind), [{ uncaughtException: 'thrown in the close callback' }],
+      `${kind}: what the callback throws is an uncaughtException`)
+
+    const reentrant = await events('reentrant', kind)
+    t.match(reentrant.at(-1), { settled: true, same: true }, `${kind}: close() from the errorHandler returns the first's promise`)
+    t.ok(reentrant.at(-1).nested >= 1, `${kind}: the errorHandler did call close()`)
+  }
+
+  t.test('a flush that throws while closing is the close-time error', async (t) => {
+    const handled = []
+    const client = wrapStatsd(new StatsD({ mock: true, errorHandler: (error) => handled.push(error) }))
+    client.flush = () => { throw Object.assign(new Error('flush failed'), { code: 'EFLUSH' }) }
+    const error = await new Promise((resolve) => client.close(resolve))
+    t.match(error, { code: 'EFLUSH' })
+    t.same(handled, [], 'not the errorHandler\'s')
+    t.same(client.stats().errorsByCode, { EFLUSH: 1 }, 'counted all the same')
+  })
 })

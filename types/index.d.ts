@@ -293,7 +293,8 @@ export interface StatsdStats {
 }
 
 export type IoHygieneStatsd<T extends object = StatsdClient> = Omit<T, 'close'> & {
-  close(callback?: () => void): Promise<void>
+  /** The callback gets the first error met while closing, as with hot-shots. */
+  close(callback?: (error?: Error) => void): Promise<void>
   stats(): StatsdStats
 }
 
