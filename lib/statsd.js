@@ -235,6 +235,7 @@ function newCounters () {
     lookupErrors: 0,
     lastKnownAddressUses: 0,
     closeTimeouts: 0,
+    droppedAfterClose: 0,
   }
 }
 
@@ -377,6 +378,8 @@ class ClientState {
       const closed = this.#step((done) => this.#originalClose.call(client, done))
       // Past the deadline hot-shots may still be sending: its lookups need the cache.
       closed.then(() => this.hostLookup?.close())
+      // hot-shots' close() has sent its last buffer synchronously.
+      this.#refuseMetrics()
       if (outcome !== TIMED_OUT) outcome = await Promise.race([closed, deadline])
       if (outcome === TIMED_OUT) {
         this.counters.closeTimeouts++
@@ -400,6 +403,30 @@ class ClientState {
       } catch (error) {
         done(error)
       }
+    })
+  }
+
+  // After close(), hot-shots would buffer metrics that nothing sends: count
+  // them instead. This client's own sends fail with a coded error in their
+  // callback; its child clients share its buffer holder, whose writes are
+  // counted (a wrapped child leaves its parent's holder alone).
+  #refuseMetrics () {
+    const client = this.client
+    const counters = this.counters
+    Object.defineProperty(client, '_send', {
+      value: (message, callback) => {
+        counters.droppedAfterClose++
+        if (typeof callback === 'function') callback(new ERR_IO_HYGIENE_CLOSED('statsd client'))
+      },
+      writable: true,
+      configurable: true,
+    })
+    const holder = client.bufferHolder
+    if (client.isChild || holder === null || typeof holder !== 'object') return
+    Object.defineProperty(holder, 'buffer', {
+      get: () => '',
+      set: (value) => { if (value !== '') counters.droppedAfterClose++ },
+      configurable: true,
     })
   }
 }

@@ -209,6 +209,7 @@ t.test('every metric type arrives intact, packed into packets within the limit',
     lookupErrors: 0,
     lastKnownAddressUses: 0,
     closeTimeouts: 0,
+    droppedAfterClose: 0,
   }, 'the warm-up lookup and the one for the packet')
 
   t.test('parseLine reads the line protocol', async (t) => {
@@ -891,4 +892,27 @@ t.test('close(): hot-shots\' callback contract, a deadline for all of it, no re-
     t.same(handled, [], 'not the errorHandler\'s')
     t.same(client.stats().errorsByCode, { EFLUSH: 1 }, 'counted all the same')
   })
+})
+
+t.test('metrics sent after close() are counted, not silently buffered', async (t) => {
+  const r = await receiver(t)
+  const cases = {
+    created: statsd(t, { host: '127.0.0.1', port: r.port }),
+    wrapped: wrapStatsd(new StatsD({ host: '127.0.0.1', port: r.port })),
+  }
+  for (const [name, client] of Object.entries(cases)) {
+    const child = client.childClient({ prefix: 'child.' })
+    client.increment(`${name}.before`)
+    await client.close()
+    t.equal(client.stats().droppedAfterClose, 0, `${name}: nothing yet`)
+    client.increment(`${name}.after`)
+    client.gauge(`${name}.after`, 1)
+    child.increment(`${name}.after`)
+    const error = await new Promise((resolve) => client.increment(`${name}.after`, 1, resolve))
+    t.match(error, { code: 'ERR_IO_HYGIENE_CLOSED' }, `${name}: a callback is told`)
+    t.equal(client.stats().droppedAfterClose, 4, `${name}: the client's and its child's`)
+  }
+  t.ok(await r.waitFor(2))
+  await r.settle(50)
+  t.same(r.metrics.map((m) => m.name).sort(), ['created.before', 'wrapped.before'])
 })

@@ -290,6 +290,8 @@ export interface StatsdStats {
   lastKnownAddressUses: number
   /** close() calls that reached their deadline. */
   closeTimeouts: number
+  /** Metrics sent after close() (increment() and the like, its child clients' too): dropped, counted here. */
+  droppedAfterClose: number
 }
 
 export type IoHygieneStatsd<T extends object = StatsdClient> = Omit<T, 'close'> & {
