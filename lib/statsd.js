@@ -48,13 +48,16 @@ function either (expected, ...checks) {
 }
 
 const isObject = (value) => value !== null && typeof value === 'object' && !Array.isArray(value)
+const tags = () => either('an object of tags or an array of "key:value" strings', isObject,
+  (v) => Array.isArray(v) && v.every((tag) => typeof tag === 'string'))
 const interval = integer(1, 2 ** 31 - 1)
 
-// hot-shots' own constructor options (17.x), each with the type hot-shots
-// reads: it would otherwise take `host: 123` and drop every metric, or throw
-// its own uncoded TypeError at the first `prefix: 5` metric. Anything else is
-// a misspelling until proven otherwise (a newer hot-shots option goes in
-// `hotShotsOptions`).
+// hot-shots' own constructor options (17.x), aliases included, each with the
+// type hot-shots reads: it would otherwise take `host: 123` and drop every
+// metric, or throw its own uncoded TypeError at the first `prefix: 5` metric.
+// Anything else is a misspelling until proven otherwise (a newer hot-shots
+// option goes in `hotShotsOptions`). A test reads the names from the installed
+// hot-shots' source and fails when one is missing here.
 const HOT_SHOTS_CHECKS = {
   host: string(),
   prefix: text(),
@@ -63,8 +66,8 @@ const HOT_SHOTS_CHECKS = {
   tagSeparator: text(),
   globalize: boolean(),
   mock: boolean(),
-  globalTags: either('an object of tags or an array of "key:value" strings', isObject,
-    (v) => Array.isArray(v) && v.every((tag) => typeof tag === 'string')),
+  globalTags: tags(),
+  global_tags: tags(), // hot-shots' older spelling of globalTags
   includeDataDogTags: boolean(),
   telegraf: boolean(),
   protocol: either('one of "udp", "tcp", "uds", "stream"', (v) => typeof v === 'string' && ['udp', 'tcp', 'uds', 'stream'].includes(v.toLowerCase())),
@@ -169,6 +172,10 @@ function checkConflicts (where, o) {
       '(a fixed TTL, one lookup per send while it is pending, no family, no stale answer); createStatsd() resolves the host ' +
       'through io-hygiene\'s TTL cache instead: remove cacheDns and cacheDnsTtl')
   }
+  if (o.globalTags !== undefined && o.global_tags !== undefined) {
+    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'global_tags is hot-shots\' older name for globalTags, and hot-shots ' +
+      'ignores it when globalTags is set: pass one of them')
+  }
   if (o.udpSocketOptions !== null && o.udpSocketOptions.lookup !== undefined) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'udpSocketOptions.lookup is how createStatsd() resolves the host ' +
       'through io-hygiene\'s TTL cache; pass your cache as dnsCache (an object with a dns.lookup-compatible lookup()) instead')
@@ -228,8 +235,11 @@ function newCounters () {
     lookupErrors: 0,
     lastKnownAddressUses: 0,
     closeTimeouts: 0,
+    droppedAfterClose: 0,
   }
 }
+
+const TIMED_OUT = Symbol('timed out')
 
 // Per-client state: counters, the error path, the exit flush and close().
 class ClientState {
@@ -243,6 +253,12 @@ class ClientState {
   #closeTimeoutMs
   #shutdownTimeoutMs
   #originalClose
+  // hot-shots hands the first error met while closing to close()'s callback,
+  // and not to the errorHandler; these say whether a callback is waiting and
+  // which error it gets.
+  #closeCallbacks = 0
+  #closeError
+  #closeErrorTaken = false
 
   constructor ({ host, port, errorHandler, closeTimeoutMs, shutdownTimeoutMs, hostLookup = null }) {
     this.host = host
@@ -255,18 +271,31 @@ class ClientState {
 
   // The errorHandler hot-shots gets: never throws, never prints.
   handleError = (error) => {
+    this.#count(error)
+    if (this.#userHandler === null) return
+    try {
+      this.#userHandler(error)
+    } catch (handlerError) {
+      this.counters.handlerErrors++
+      this.publish(handlerError, 'errorHandler')
+    }
+  }
+
+  #count (error) {
     const counters = this.counters
     counters.errors++
     const code = error?.code ?? 'UNKNOWN'
     counters.errorsByCode[code] = (counters.errorsByCode[code] ?? 0) + 1
     this.publish(error, 'client')
-    if (this.#userHandler === null) return
-    try {
-      this.#userHandler(error)
-    } catch (handlerError) {
-      counters.handlerErrors++
-      this.publish(handlerError, 'errorHandler')
-    }
+  }
+
+  // An error met while closing: the first goes to close()'s callbacks if any
+  // wait (counted and published all the same), the rest to the errorHandler.
+  #closeFailed (error) {
+    if (this.#closeCallbacks === 0 || this.#closeErrorTaken) return this.handleError(error)
+    this.#closeErrorTaken = true
+    this.#closeError = error
+    this.#count(error)
   }
 
   publish (error, source) {
@@ -305,16 +334,27 @@ class ClientState {
   stats = () => ({ ...this.counters, errorsByCode: { ...this.counters.errorsByCode } })
 
   // Resolves once buffered metrics were handed to the socket and the socket
-  // closed; never rejects (errors are counted, published and handed to the
-  // errorHandler). Takes hot-shots' optional callback too.
+  // closed, or at closeTimeoutMs; never rejects. A second call, even from the
+  // errorHandler while the first runs, returns the first's promise. Takes
+  // hot-shots' optional callback, which gets the first error met while closing.
   close = (callback) => {
+    const withCallback = typeof callback === 'function'
+    if (withCallback) this.#closeCallbacks++
     const closing = this.#closeWithin(this.#closeTimeoutMs)
-    if (typeof callback === 'function') closing.then(() => callback())
+    // Called outside the promise chain, so that what it throws is an
+    // uncaughtException, as with hot-shots, not an unhandledRejection.
+    if (withCallback) closing.then(() => process.nextTick(callback, this.#closeError))
     return closing
   }
 
   #closeWithin (timeoutMs) {
-    if (this.closing === null) this.closing = this.#shutdown(timeoutMs)
+    if (this.closing === null) {
+      // Set before any work: a flush failing synchronously reaches the
+      // errorHandler, which may call close() again.
+      let settle
+      this.closing = new Promise((resolve) => { settle = resolve })
+      this.#shutdown(timeoutMs).then(settle)
+    }
     return this.closing
   }
 
@@ -324,28 +364,70 @@ class ClientState {
     const client = this.client
     let timer = null
     // Ref'd on purpose: the caller awaits this deadline, and an unref'd timer
-    // could let the process exit before close() settles.
-    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, timeoutMs, false) })
-    const flushed = new Promise((resolve) => {
-      client.flush((error) => {
-        if (error) this.handleError(error)
-        resolve(true)
-      })
-    })
-    if (await Promise.race([flushed, deadline]) === false) {
-      this.counters.closeTimeouts++
-      this.handleError(new ERR_IO_HYGIENE_TIMEOUT('statsd close()', timeoutMs))
-      // Sends still waiting for DNS fail now, so hot-shots' drain ends.
-      this.hostLookup?.abort(new ERR_IO_HYGIENE_CLOSED('statsd client'))
+    // could let the process exit before close() settles. It bounds the whole
+    // close: a transport may never report back (a stream already destroyed
+    // never emits 'close' again).
+    const deadline = new Promise((resolve) => { timer = setTimeout(resolve, timeoutMs, TIMED_OUT) })
+    try {
+      const flushed = this.#step((done) => client.flush(done))
+      let outcome = await Promise.race([flushed, deadline])
+      if (outcome === TIMED_OUT) {
+        // Sends still waiting for DNS fail now, so hot-shots' drain ends.
+        this.hostLookup?.abort(new ERR_IO_HYGIENE_CLOSED('statsd client'))
+      }
+      const closed = this.#step((done) => this.#originalClose.call(client, done))
+      // Past the deadline hot-shots may still be sending: its lookups need the cache.
+      closed.then(() => this.hostLookup?.close())
+      // hot-shots' close() has sent its last buffer synchronously.
+      this.#refuseMetrics()
+      if (outcome !== TIMED_OUT) outcome = await Promise.race([closed, deadline])
+      if (outcome === TIMED_OUT) {
+        this.counters.closeTimeouts++
+        this.#closeFailed(new ERR_IO_HYGIENE_TIMEOUT('statsd close()', timeoutMs))
+      }
+    } finally {
+      clearTimeout(timer)
     }
-    clearTimeout(timer)
-    await new Promise((resolve) => {
-      this.#originalClose.call(client, (error) => {
-        if (error) this.handleError(error)
+  }
+
+  // One callback-taking step of close(): its error, thrown or passed, is a
+  // close-time error; the promise always resolves.
+  #step (start) {
+    return new Promise((resolve) => {
+      const done = (error) => {
+        if (error) this.#closeFailed(error)
         resolve()
-      })
+      }
+      try {
+        start(done)
+      } catch (error) {
+        done(error)
+      }
     })
-    this.hostLookup?.close()
+  }
+
+  // After close(), hot-shots would buffer metrics that nothing sends: count
+  // them instead. This client's own sends fail with a coded error in their
+  // callback; its child clients share its buffer holder, whose writes are
+  // counted (a wrapped child leaves its parent's holder alone).
+  #refuseMetrics () {
+    const client = this.client
+    const counters = this.counters
+    Object.defineProperty(client, '_send', {
+      value: (message, callback) => {
+        counters.droppedAfterClose++
+        if (typeof callback === 'function') callback(new ERR_IO_HYGIENE_CLOSED('statsd client'))
+      },
+      writable: true,
+      configurable: true,
+    })
+    const holder = client.bufferHolder
+    if (client.isChild || holder === null || typeof holder !== 'object') return
+    Object.defineProperty(holder, 'buffer', {
+      get: () => '',
+      set: (value) => { if (value !== '') counters.droppedAfterClose++ },
+      configurable: true,
+    })
   }
 }
 

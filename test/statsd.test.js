@@ -209,6 +209,7 @@ t.test('every metric type arrives intact, packed into packets within the limit',
     lookupErrors: 0,
     lastKnownAddressUses: 0,
     closeTimeouts: 0,
+    droppedAfterClose: 0,
   }, 'the warm-up lookup and the one for the packet')
 
   t.test('parseLine reads the line protocol', async (t) => {
@@ -500,9 +501,10 @@ t.test('close() has a deadline: sends stuck on DNS fail, and close() still resol
   const client = createStatsd({ host: 'hang.test', port: r.port, dnsCache: cache, closeTimeoutMs: 50 })
   client.increment('stuck')
   await client.close()
-  const stats = client.stats()
-  t.equal(stats.closeTimeouts, 1)
-  t.same(stats.errorsByCode, { ERR_IO_HYGIENE_TIMEOUT: 1, ERR_IO_HYGIENE_CLOSED: 1 })
+  t.equal(client.stats().closeTimeouts, 1, 'settled at its deadline')
+  // The send the deadline failed ends after close() settled.
+  t.ok(await eventually(() => client.stats().errorsByCode.ERR_IO_HYGIENE_CLOSED === 1), 'the stuck send failed, counted')
+  t.same(client.stats().errorsByCode, { ERR_IO_HYGIENE_TIMEOUT: 1, ERR_IO_HYGIENE_CLOSED: 1 })
   t.same(printed, [])
 })
 
@@ -807,4 +809,110 @@ t.test('stats(): sent packets and dropped ones are counted apart', async (t) => 
   await new Promise((resolve) => client.flush(resolve))
   t.ok(await r.waitFor(1))
   t.match(client.stats(), { packets: 1, droppedPackets: 1, bytes: r.bytes }, 'the dropped packet is in neither packets nor bytes')
+})
+
+// The option names the installed hot-shots reads from its constructor's
+// options, taken from its own source rather than a copy. Those only a child
+// client passes (its parent's socket, buffer holder...) are the keys of
+// ChildClient's options that hot-shots' README does not list as parameters.
+function hotShotsOptionNames () {
+  const root = path.dirname(require.resolve('hot-shots'))
+  const source = fs.readFileSync(path.join(root, 'lib', 'statsd.js'), 'utf8')
+  const read = new Set()
+  for (const m of source.matchAll(/\boptions\.([A-Za-z_$][\w$]*)|'([A-Za-z_$][\w$]*)' in options\b/g)) read.add(m[1] ?? m[2])
+  const child = source.slice(source.indexOf('const ChildClient = function'))
+  const literal = child.slice(child.indexOf('Client.call(this, {'), child.indexOf('});'))
+  const childKeys = [...literal.matchAll(/^\s*([A-Za-z_$][\w$]*)[ \t]*:[ \t]*\S/gm)].map((m) => m[1])
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const documented = new Set([...readme.matchAll(/^\* `([A-Za-z_$][\w$]*)`:/gm)].map((m) => m[1]))
+  const internal = new Set(childKeys.filter((key) => !documented.has(key)))
+  return { read: [...read], internal }
+}
+
+t.test('every option name the installed hot-shots reads is accepted, its aliases included', async (t) => {
+  const { read, internal } = hotShotsOptionNames()
+  t.ok(read.includes('host') && read.includes('global_tags'), 'the source was read')
+  t.ok(internal.has('isChild') && internal.has('bufferHolder') && !internal.has('host'), 'child-only names told apart')
+  for (const name of read) {
+    if (internal.has(name)) {
+      t.throws(() => createStatsd({ [name]: true }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION' }, `${name} is childClient()'s own`)
+    } else {
+      t.ok(Object.hasOwn(spec, name), `createStatsd() knows "${name}"`)
+    }
+  }
+  t.throws(() => createStatsd({ global_tags: 'a:b' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /"global_tags"/ })
+  t.throws(() => createStatsd({ globalTags: ['a:b'], global_tags: ['c:d'] }),
+    { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS', message: /global_tags/ })
+
+  const r = await receiver(t)
+  const created = statsd(t, { host: '127.0.0.1', port: r.port, global_tags: ['env:test'] })
+  const wrapped = wrapStatsd(new StatsD({ host: '127.0.0.1', port: r.port, global_tags: { env: 'wrapped' } }))
+  t.teardown(() => wrapped.close())
+  created.increment('tagged.created')
+  wrapped.increment('tagged.wrapped')
+  await Promise.all([created.close(), wrapped.close()])
+  t.ok(await r.waitFor(2))
+  t.match(r.find('tagged.created')[0], { tags: ['env:test'] })
+  t.match(r.find('tagged.wrapped')[0], { tags: ['env:wrapped'] })
+})
+
+// hot-shots' close() contract, kept by both: the callback gets the close-time
+// error (and what it throws is an uncaughtException), close() settles whatever
+// the transport does, and close() from the errorHandler returns the first
+// close()'s promise. In child processes: broken, these hang or kill them.
+t.test('close(): hot-shots\' callback contract, a deadline for all of it, no re-entry', async (t) => {
+  const fixture = path.join(FIXTURES, 'statsd-close.js')
+  const events = async (scenario, kind) => {
+    const { code, stdout, stderr } = await run([fixture, scenario, kind], { timeout: 30_000 })
+    t.equal(code, 0, `${scenario} ${kind}: exits by itself ${stderr}`)
+    return stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line))
+  }
+  const [plain] = (await events('write-fails', 'plain')).filter((e) => 'callback' in e)
+  t.match(plain.callback, /^Error sending hot-shots message: /, 'what hot-shots itself passes')
+  for (const kind of ['create', 'wrap']) {
+    const seen = await events('write-fails', kind)
+    t.ok(seen.some((e) => e.settled), `${kind}: a failed stream write, and close() still settles`)
+    t.same(seen.filter((e) => 'callback' in e), [plain], `${kind}: the callback gets the send error, as from hot-shots`)
+    t.notOk(seen.some((e) => /^Error sending/.test(e.errorHandler)), `${kind}: the errorHandler does not get it too`)
+
+    t.same(await events('throwing-callback', kind), [{ uncaughtException: 'thrown in the close callback' }],
+      `${kind}: what the callback throws is an uncaughtException`)
+
+    const reentrant = await events('reentrant', kind)
+    t.match(reentrant.at(-1), { settled: true, same: true }, `${kind}: close() from the errorHandler returns the first's promise`)
+    t.ok(reentrant.at(-1).nested >= 1, `${kind}: the errorHandler did call close()`)
+  }
+
+  t.test('a flush that throws while closing is the close-time error', async (t) => {
+    const handled = []
+    const client = wrapStatsd(new StatsD({ mock: true, errorHandler: (error) => handled.push(error) }))
+    client.flush = () => { throw Object.assign(new Error('flush failed'), { code: 'EFLUSH' }) }
+    const error = await new Promise((resolve) => client.close(resolve))
+    t.match(error, { code: 'EFLUSH' })
+    t.same(handled, [], 'not the errorHandler\'s')
+    t.same(client.stats().errorsByCode, { EFLUSH: 1 }, 'counted all the same')
+  })
+})
+
+t.test('metrics sent after close() are counted, not silently buffered', async (t) => {
+  const r = await receiver(t)
+  const cases = {
+    created: statsd(t, { host: '127.0.0.1', port: r.port }),
+    wrapped: wrapStatsd(new StatsD({ host: '127.0.0.1', port: r.port })),
+  }
+  for (const [name, client] of Object.entries(cases)) {
+    const child = client.childClient({ prefix: 'child.' })
+    client.increment(`${name}.before`)
+    await client.close()
+    t.equal(client.stats().droppedAfterClose, 0, `${name}: nothing yet`)
+    client.increment(`${name}.after`)
+    client.gauge(`${name}.after`, 1)
+    child.increment(`${name}.after`)
+    const error = await new Promise((resolve) => client.increment(`${name}.after`, 1, resolve))
+    t.match(error, { code: 'ERR_IO_HYGIENE_CLOSED' }, `${name}: a callback is told`)
+    t.equal(client.stats().droppedAfterClose, 4, `${name}: the client's and its child's`)
+  }
+  t.ok(await r.waitFor(2))
+  await r.settle(50)
+  t.same(r.metrics.map((m) => m.name).sort(), ['created.before', 'wrapped.before'])
 })

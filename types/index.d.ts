@@ -230,6 +230,8 @@ export interface StatsdOptions {
   globalize?: boolean
   mock?: boolean
   globalTags?: StatsdTags
+  /** hot-shots' older name for globalTags; pass one of the two. */
+  global_tags?: StatsdTags
   includeDataDogTags?: boolean
   telegraf?: boolean
   protocol?: 'udp' | 'tcp' | 'uds' | 'stream'
@@ -288,10 +290,13 @@ export interface StatsdStats {
   lastKnownAddressUses: number
   /** close() calls that reached their deadline. */
   closeTimeouts: number
+  /** Metrics sent after close() (increment() and the like, its child clients' too): dropped, counted here. */
+  droppedAfterClose: number
 }
 
 export type IoHygieneStatsd<T extends object = StatsdClient> = Omit<T, 'close'> & {
-  close(callback?: () => void): Promise<void>
+  /** The callback gets the first error met while closing, as with hot-shots. */
+  close(callback?: (error?: Error) => void): Promise<void>
   stats(): StatsdStats
 }
 

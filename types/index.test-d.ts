@@ -57,6 +57,7 @@ expectType<Promise<void>>(statsd.close())
 expectType<StatsdStats>(statsd.stats())
 expectError(createStatsd({ cacheDns: true }))
 expectError(createStatsd({ isChild: true }))
+createStatsd({ global_tags: ['env:test'] })
 createStatsd({ maxBufferSize: null })
 
 declare const kafkajsProducer: import('kafkajs').Producer
