@@ -1,34 +1,53 @@
 'use strict'
 
-// The README, the types and the code must say the same thing: every error
-// code, and every option with its default.
+// The docs (README.md and docs/**/*.md), the types and the code must say the
+// same thing: every error code, and every option with its default. Each
+// feature's options table sits in that feature's page; every code block runs.
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { codes } = require('../lib/errors')
 
-const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')
-const types = fs.readFileSync(path.join(__dirname, '..', 'types', 'index.d.ts'), 'utf8')
+const root = path.join(__dirname, '..')
+const types = fs.readFileSync(path.join(root, 'types', 'index.d.ts'), 'utf8')
 
-// Rows of the markdown table that follows `<!-- marker -->`.
+// Every page, README first: { file (relative, with /), text }.
+function pages () {
+  const out = [{ file: 'README.md', text: fs.readFileSync(path.join(root, 'README.md'), 'utf8') }]
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      const rel = `${dir}/${entry.name}`
+      if (entry.isDirectory()) walk(rel)
+      else if (entry.name.endsWith('.md')) out.push({ file: rel, text: fs.readFileSync(path.join(root, rel), 'utf8') })
+    }
+  }
+  if (fs.existsSync(path.join(root, 'docs'))) walk('docs')
+  return out
+}
+const docs = pages()
+
+// The page holding `<!-- marker -->` (exactly one may), and the rows of the
+// markdown table that follows it.
 function table (marker) {
-  const start = readme.indexOf(`<!-- ${marker} -->`)
-  if (start === -1) return null
+  const holders = docs.filter((page) => page.text.includes(`<!-- ${marker} -->`))
+  if (holders.length !== 1) return { files: holders.map((p) => p.file), rows: null }
+  const { file, text } = holders[0]
   const rows = []
-  for (const line of readme.slice(start).split('\n').slice(1)) {
+  for (const line of text.slice(text.indexOf(`<!-- ${marker} -->`)).split('\n').slice(1)) {
     if (!line.startsWith('|')) {
       if (rows.length > 0) break
       continue
     }
     rows.push(line.slice(1, -1).split(/(?<!\\)\|/).map((cell) => cell.trim()))
   }
-  return rows.slice(2) // header and separator
+  return { files: [file], rows: rows.slice(2) } // header and separator
 }
 
-t.test('every error code constructs with its class, and the README and types list exactly those', async (t) => {
-  const rows = table('errors')
+t.test('every error code constructs with its class, and docs/errors.md and the types list exactly those', async (t) => {
+  const { files, rows } = table('errors')
+  t.same(files, ['docs/errors.md'], 'one errors table, in docs/errors.md')
   const documented = Object.fromEntries(rows.map(([code, cls]) => [code.replace(/`/g, ''), cls]))
-  t.same(Object.keys(documented).sort(), Object.keys(codes).sort(), 'README lists every code, and no other')
+  t.same(Object.keys(documented).sort(), Object.keys(codes).sort(), 'docs/errors.md lists every code, and no other')
   const typed = [...types.matchAll(/'(ERR_IO_HYGIENE_[A-Z_]+)'/g)].map((m) => m[1])
   t.same([...new Set(typed)].sort(), Object.keys(codes).sort(), 'types list every code, and no other')
   for (const [code, Class] of Object.entries(codes)) {
@@ -61,7 +80,7 @@ t.test('error messages describe the value they got', async (t) => {
   t.match(got(() => {}), /got \(\) => \{\}$/)
 })
 
-// A README default cell as a value: `10000`, `"/etc/hosts"`, `'wait'`, `null`, `true`.
+// A default cell as a value: `10000`, `"/etc/hosts"`, `'wait'`, `null`, `true`.
 function parseDefault (cell) {
   const raw = /^`(.*)`$/.exec(cell)?.[1]
   if (/^'.*'$/.test(raw)) return { value: raw.slice(1, -1) }
@@ -80,9 +99,10 @@ const modules = {
 }
 
 for (const [name, spec] of Object.entries(modules)) {
-  t.test(`the README's ${name} options table equals the code's defaults`, async (t) => {
-    const rows = table(`options:${name}`)
-    t.ok(rows, `README has an options:${name} table`)
+  t.test(`docs/${name}.md's options table equals the code's defaults`, async (t) => {
+    const { files, rows } = table(`options:${name}`)
+    t.same(files, [`docs/${name}.md`], `one options:${name} table, in the feature's own page`)
+    if (rows === null) return
     const documented = Object.fromEntries(rows.map(([option, , , dflt]) => [option.replace(/`/g, ''), dflt]))
     t.same(Object.keys(documented).sort(), Object.keys(spec).sort(), 'every option, and no other')
     for (const [option, cell] of Object.entries(documented)) {
@@ -96,7 +116,22 @@ for (const [name, spec] of Object.entries(modules)) {
   })
 }
 
-// Every code block of the README runs. A ```js block runs in a child process
+t.test('docs/channels.md lists every diagnostics channel, and no other', async (t) => {
+  const { files, rows } = table('channels')
+  t.same(files, ['docs/channels.md'])
+  const { channels } = require('../lib/diagnostics')
+  t.same(rows.map(([name]) => name.replace(/`/g, '')).sort(), Object.values(channels).map((c) => c.name).sort())
+})
+
+t.test('docs/configuration.md lists the modules install() applies, each on or off as the code says', async (t) => {
+  const { files, rows } = table('install-modules')
+  t.same(files, ['docs/configuration.md'])
+  const { modules: installed } = require('../lib/install')
+  t.same(Object.fromEntries(rows.map(([name, on]) => [name.replace(/`/g, ''), parseDefault(on).value])),
+    Object.fromEntries(installed.map((mod) => [mod.name, mod.enabledByDefault])))
+})
+
+// Every code block of every page runs. A ```js block runs in a child process
 // of its own, as an ES module (top-level await and import work) with
 // `require` at the repository's root, so `require('io-hygiene')` and
 // `import 'io-hygiene'` are this checkout. A block that needs a server, or
@@ -104,15 +139,14 @@ for (const [name, spec] of Object.entries(modules)) {
 // CONTEXTS[NAME] starts real servers on 127.0.0.1, rewrites the block's
 // addresses to them, defines its free names, and checks what arrived. A ```sh
 // block's `npm run` scripts and `node` files must exist.
-const root = path.join(__dirname, '..')
 const os = require('node:os')
 const { spawn } = require('node:child_process')
 const http = require('node:http')
 const { startStatsdReceiver } = require('./helpers/statsd-receiver')
 
-function codeBlocks () {
+function codeBlocks (text) {
   const out = []
-  const lines = readme.split('\n')
+  const lines = text.split('\n')
   for (let i = 0; i < lines.length; i++) {
     const open = /^```(\w+)\s*$/.exec(lines[i])
     if (!open) continue
@@ -205,6 +239,19 @@ const row = { payload: Buffer.from('hello') }`,
       check: async (t, { stdout }) => t.match(JSON.parse(stdout), { misses: 1 }, 'the Agent resolved through the cache'),
     }
   },
+  clients: async (t) => {
+    const server = await httpServer(t)
+    return {
+      replace: [['http://service.internal:8080/', `http://localhost:${server.port}/`]],
+      epilogue: 'process.stdout.write(JSON.stringify({ requests: installation.http.stats().requests, dns: installation.dns.stats() }) + "\\n")',
+      check: async (t, { stdout }) => {
+        const { requests, dns } = JSON.parse(stdout.trim().split('\n').pop())
+        t.equal(requests, 1, 'only fetch went through our dispatcher')
+        t.ok(dns.hits + dns.misses >= 2, 'fetch and http.get both resolved through the cache')
+        t.equal(server.bodies.length, 2, 'both requests arrived')
+      },
+    }
+  },
   stats: async (t) => {
     const r = await statsdReceiver(t)
     return {
@@ -239,7 +286,7 @@ process.stdout.write('ready\\n')`,
   },
 }
 
-function runBlock (file, signal) {
+function runChild (file, signal) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
@@ -257,7 +304,7 @@ function runBlock (file, signal) {
   })
 }
 
-t.test('every README code block runs', async (t) => {
+t.test('every code block of the docs runs', async (t) => {
   // Outside the checkout (coverage and lint never see the blocks), with
   // node_modules/io-hygiene pointing at it, so `import 'io-hygiene'` resolves.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-docs-'))
@@ -265,30 +312,60 @@ t.test('every README code block runs', async (t) => {
   fs.mkdirSync(path.join(dir, 'node_modules'))
   fs.symlinkSync(root, path.join(dir, 'node_modules', 'io-hygiene'), 'dir')
   const scripts = require('../package.json').scripts
-  for (const block of codeBlocks()) {
-    if (block.lang === 'sh') {
-      for (const [, script] of block.code.matchAll(/npm run (\S+)/g)) t.ok(scripts[script], `line ${block.line}: npm run ${script} exists`)
-      for (const [, file] of block.code.matchAll(/node (?:-\S+ \S+ )*((?:examples|bench)\/\S+\.js)/g)) t.ok(fs.existsSync(path.join(root, file)), `line ${block.line}: ${file} exists`)
-      continue
+  for (const page of docs) {
+    for (const block of codeBlocks(page.text)) await runBlock(t, dir, scripts, page.file, block)
+  }
+})
+
+async function runBlock (t, dir, scripts, file, block) {
+  const at = `${file} line ${block.line}`
+  if (block.lang === 'sh') {
+    for (const [, script] of block.code.matchAll(/npm run (\S+)/g)) t.ok(scripts[script], `${at}: npm run ${script} exists`)
+    for (const [, name] of block.code.matchAll(/node (?:-\S+ \S+ )*((?:examples|bench)\/\S+\.js)/g)) t.ok(fs.existsSync(path.join(root, name)), `${at}: ${name} exists`)
+    return
+  }
+  if (block.lang === 'text') return // output shown to the reader, not code
+  t.equal(block.lang, 'js', `${at}: a js block`)
+  await t.test(`the block at ${at}${block.context ? ` (${block.context})` : ''}`, async (t) => {
+    const make = CONTEXTS[block.context ?? '']
+    t.ok(block.context === null || make, `context ${block.context} is defined`)
+    const context = make ? await make(t) : {}
+    const script = path.join(dir, `${file.replace(/[/.]/g, '-')}-${block.line}.mjs`)
+    fs.writeFileSync(script, [
+      "import { createRequire } from 'node:module'",
+      `const require = createRequire(${JSON.stringify(path.join(root, 'index.js'))})`,
+      context.prelude ?? '',
+      replaceAll(block.code, context.replace ?? []),
+      context.epilogue ?? '',
+    ].join('\n'))
+    const result = await runChild(script, context.signal)
+    if (context.signal) t.equal(result.signal, context.signal, `died of ${context.signal}: ${result.stderr}`)
+    else t.equal(result.code, 0, result.stderr)
+    await context.check?.(t, result)
+  })
+}
+
+t.test('the pages: a short README, links that resolve, no run logs', async (t) => {
+  const readme = docs[0].text
+  t.ok(readme.split('\n').length <= 400, `README.md has ${readme.split('\n').length} lines, at most 400`)
+  for (const { file, text } of docs) {
+    const prose = text.replace(/^```[\s\S]*?^```$/gm, '')
+    t.notMatch(text, /<!-- bench:/, `${file}: no bench markers (nothing reads them)`)
+    const hashes = prose.match(/\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b/g) ?? []
+    t.same(hashes, [], `${file}: no commit hashes`)
+    for (const [, name] of text.matchAll(/<!-- (options:[\w-]+|errors|docs-test: [\w-]+) -->/g)) {
+      if (name.startsWith('options:')) t.ok(modules[name.slice(8)], `${file}: ${name} names a module the test checks`)
     }
-    t.equal(block.lang, 'js', `line ${block.line}: a js block`)
-    await t.test(`the block at README line ${block.line}${block.context ? ` (${block.context})` : ''}`, async (t) => {
-      const make = CONTEXTS[block.context ?? '']
-      t.ok(block.context === null || make, `context ${block.context} is defined`)
-      const context = make ? await make(t) : {}
-      const file = path.join(dir, `line-${block.line}.mjs`)
-      fs.writeFileSync(file, [
-        "import { createRequire } from 'node:module'",
-        `const require = createRequire(${JSON.stringify(path.join(root, 'index.js'))})`,
-        context.prelude ?? '',
-        replaceAll(block.code, context.replace ?? []),
-        context.epilogue ?? '',
-      ].join('\n'))
-      const result = await runBlock(file, context.signal)
-      if (context.signal) t.equal(result.signal, context.signal, `died of ${context.signal}: ${result.stderr}`)
-      else t.equal(result.code, 0, result.stderr)
-      await context.check?.(t, result)
-    })
+    for (const [, target] of prose.matchAll(/\]\(((?!https?:|#|mailto:)[^)#\s]+)(?:#[^)]*)?\)/g)) {
+      const to = path.join(root, path.dirname(file), target)
+      // results.md is written by a full benchmark run, which a checkout may not have had yet.
+      if (path.relative(root, to) === path.join('docs', 'benchmarks', 'results.md')) continue
+      t.ok(fs.existsSync(to), `${file}: the link to ${target} resolves`)
+    }
+  }
+  for (const page of ['dns', 'http', 'http-sink', 'batch', 'kafka', 'statsd', 'monitor', 'configuration', 'kubernetes', 'errors', 'channels', 'fleet-scale', 'troubleshooting', 'migrating', 'clients', 'benchmarks/README']) {
+    t.ok(docs.some((d) => d.file === `docs/${page}.md`), `docs/${page}.md exists`)
+    t.match(docs[0].text, `(docs/${page}.md)`, `README links to docs/${page}.md`)
   }
 })
 
@@ -298,7 +375,7 @@ t.test('the package: a LICENSE as package.json says, and the dns example prints 
   t.match(fs.readFileSync(path.join(root, 'LICENSE'), 'utf8'), /^MIT License\n/)
   const example = path.join(root, 'examples', 'dns.js')
   t.match(fs.readFileSync(example, 'utf8'), /two answers for one name/)
-  const { code, stdout } = await runBlock(example)
+  const { code, stdout } = await runChild(example)
   t.equal(code, 0)
   t.match(stdout, /^201 requests: 2 getaddrinfo calls, 199 cache hits$/m)
   t.match(stdout, /entries: 1\b/, 'one name')

@@ -1,0 +1,140 @@
+'use strict'
+
+// Writes a run's results as markdown: the machine, then each benchmark's
+// tables and its targets, held or missed, as the benchmark itself judged them
+// (its `targets` field). Used by `npm run bench -- --markdown FILE`, and on a
+// saved run: `npm run bench -- --json > run.jsonl`, then
+// `node bench/markdown.js run.jsonl > docs/benchmarks/results.md`.
+const fs = require('node:fs')
+const os = require('node:os')
+
+// The machine the run is on, as the page's header says it.
+function machine (now = new Date(), cpus = os.cpus()) {
+  return {
+    node: process.version,
+    cpu: cpus[0]?.model.trim() ?? 'unknown',
+    cores: cpus.length,
+    platform: `${os.platform()} ${os.release()}`,
+    date: now.toISOString().slice(0, 10),
+  }
+}
+
+// A saved run: one JSON object a line, `{ machine }` (written first by
+// `npm run bench -- --json`) and each benchmark's result; other lines (a
+// benchmark's stray output) are skipped.
+function parseRun (text) {
+  const results = []
+  let info = null
+  for (const line of text.split('\n')) {
+    const trimmed = line.trim()
+    if (!trimmed.startsWith('{')) continue
+    let value
+    try {
+      value = JSON.parse(trimmed)
+    } catch {
+      continue
+    }
+    if (typeof value?.bench === 'string') results.push(value)
+    else if (value?.machine && typeof value.machine === 'object') info = value.machine
+  }
+  return { results, info }
+}
+
+function cell (value) {
+  if (value === undefined || value === null) return '-'
+  if (typeof value === 'number') {
+    return Number.isInteger(value) ? value.toLocaleString('en-US') : value.toLocaleString('en-US', { maximumFractionDigits: 3 })
+  }
+  if (typeof value === 'object') return escape(JSON.stringify(value))
+  return escape(String(value))
+}
+
+function escape (text) {
+  return text.replace(/\|/g, '\\|').replace(/\n/g, ' ')
+}
+
+function table (runs) {
+  const fields = [...new Set(runs.flatMap((run) => Object.keys(run)))]
+  return [
+    `| ${fields.join(' | ')} |`,
+    `|${fields.map(() => '---').join('|')}|`,
+    ...runs.map((run) => `| ${fields.map((f) => cell(run[f])).join(' | ')} |`),
+  ]
+}
+
+function verdict (target) {
+  return target.holds === true ? 'held' : 'missed'
+}
+
+function renderBench (result) {
+  const lines = [`## ${result.bench}`, '']
+  if (result.failed) {
+    lines.push(`Did not finish (${escape(String(result.failed))}): no results from this run.`, '')
+    return lines
+  }
+  if (result.skipped) {
+    lines.push(`Skipped on this machine: ${escape(String(result.skipped))}.`, '')
+  }
+  if (result.node && result.node !== result.runNode) lines.push(`Node ${result.node}.`, '')
+  for (const scenario of result.scenarios ?? []) {
+    lines.push(`### ${scenario.name}`, '')
+    if (scenario.note) lines.push(escape(String(scenario.note)), '')
+    if ((scenario.runs ?? []).length > 0) lines.push(...table(scenario.runs), '')
+  }
+  const targets = result.targets ?? []
+  if (targets.length > 0) {
+    lines.push('**Targets**', '', '| target | measured | result |', '|---|---|---|')
+    for (const target of targets) lines.push(`| ${cell(target.name)} | ${cell(target.measured)} | ${verdict(target)} |`)
+    lines.push('')
+  } else if (!result.skipped) {
+    lines.push('This benchmark declares no pass/fail targets: read its labels against each other.', '')
+  }
+  for (const note of result.notes ?? []) lines.push(`- ${escape(String(note))}`)
+  if ((result.notes ?? []).length > 0) lines.push('')
+  return lines
+}
+
+// The whole page. `results` are the benchmarks' --json objects, in run order.
+function render (results, info = machine()) {
+  const all = results.flatMap((r) => r.targets ?? [])
+  const missed = all.filter((t) => t.holds !== true)
+  const lines = [
+    '# Benchmark results',
+    '',
+    '<!-- Written by `npm run bench -- --markdown docs/benchmarks/results.md`; do not edit by hand. -->',
+    '',
+    'How each benchmark is run, and how to read it: [README.md](README.md).',
+    '',
+    '| run | |',
+    '|---|---|',
+    `| Node | ${cell(info.node)} |`,
+    `| CPU | ${cell(info.cpu)} |`,
+    `| cores | ${cell(info.cores)} |`,
+    `| platform | ${cell(info.platform)} |`,
+    `| date | ${cell(info.date)} |`,
+    `| targets | ${all.length - missed.length} of ${all.length} held |`,
+    '',
+  ]
+  if (missed.length > 0) {
+    lines.push('Missed in this run:', '')
+    for (const t of missed) lines.push(`- ${cell(t.name)} (measured ${cell(t.measured)})`)
+    lines.push('')
+  }
+  for (const result of results) lines.push(...renderBench({ ...result, runNode: info.node }))
+  return lines.join('\n').replace(/\n+$/, '\n')
+}
+
+module.exports = { render, parseRun, machine }
+
+if (require.main === module) {
+  // node bench/markdown.js [RUN.jsonl ...] [--out FILE]: stdin when no file.
+  const args = process.argv.slice(2)
+  const outAt = args.indexOf('--out')
+  const out = outAt === -1 ? null : args[outAt + 1]
+  const inputs = outAt === -1 ? args : args.filter((_, i) => i !== outAt && i !== outAt + 1)
+  const text = inputs.length === 0 ? fs.readFileSync(0, 'utf8') : inputs.map((f) => fs.readFileSync(f, 'utf8')).join('\n')
+  const { results, info } = parseRun(text)
+  const page = render(results, info ?? machine())
+  if (out) fs.writeFileSync(out, page)
+  else process.stdout.write(page)
+}

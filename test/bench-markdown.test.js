@@ -1,0 +1,69 @@
+'use strict'
+
+// docs/benchmarks/results.md is written from a run's --json output, never by
+// hand: this checks the writer on a saved run.
+const t = require('tap')
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { render, parseRun, machine } = require('../bench/markdown')
+
+const fixture = path.join(__dirname, 'fixtures', 'bench-run.jsonl')
+const saved = fs.readFileSync(fixture, 'utf8')
+
+t.test('a saved run: the machine, every benchmark in order, stray lines skipped', async (t) => {
+  const { results, info } = parseRun(saved)
+  t.same(results.map((r) => r.bench), ['dns', 'monitor', 'overhead', 'statsd'])
+  t.same(info, { node: 'v20.20.2', cpu: 'Test CPU @ 2.00GHz', cores: 2, platform: 'linux 6.1.0', date: '2026-11-25' })
+})
+
+t.test('the page: machine, tables, and each target held or missed as the benchmark judged it', async (t) => {
+  const { results, info } = parseRun(saved)
+  const page = render(results, info)
+  t.match(page, /^# Benchmark results\n/)
+  t.match(page, /\| Node \| v20\.20\.2 \|/)
+  t.match(page, /\| CPU \| Test CPU @ 2\.00GHz \|/)
+  t.match(page, /\| cores \| 2 \|/)
+  t.match(page, /\| date \| 2026-11-25 \|/)
+  t.match(page, /\| targets \| 1 of 2 held \|/)
+  t.match(page, /Missed in this run:\n\n- hello: req\/s >= 0\.98x baseline \(measured 0\.945x\)/)
+  t.match(page, /\| record-cost: record\(\) < 50 ns, loop included \| 4\.44 ns, 0\.295x perf_hooks \| held \|/)
+  t.match(page, /\| hello: req\/s >= 0\.98x baseline \| 0\.945x \| missed \|/)
+  t.match(page, /## dns\n\nSkipped on this machine: needs root and unshare -m\./)
+  t.match(page, /### record-cost\n\nbest of 3 runs[^\n]*\n\n\| label \| nsPerRecord \| vsPerfHooks \|\n\|---\|---\|---\|\n\| io-hygiene \| 4\.44 \| 0\.295 \|\n\| perf_hooks \| 15\.07 \| - \|/)
+  t.match(page, /\| baseline \| 100,000 \| A \\\| B \|/, 'numbers grouped, pipes escaped')
+  t.match(page, /## statsd\n\nNode v24\.0\.0\./, 'a benchmark run on another line says so')
+  t.match(page, /\| baseline \| 100,000 \| A \\\| B \| NaN \| \{"EPIPE":2\} \|/)
+  t.match(page, /## statsd[\s\S]*declares no pass\/fail targets/)
+  t.notMatch(page, /a line a benchmark printed/)
+  t.ok(page.indexOf('## dns') < page.indexOf('## monitor') && page.indexOf('## monitor') < page.indexOf('## overhead'), 'in run order')
+})
+
+t.test('a benchmark that did not finish is said so, not left out', async (t) => {
+  const page = render([{ bench: 'kafka', failed: 'exit 1' }], machine(new Date('2026-01-02T03:04:05Z'), []))
+  t.match(page, /## kafka\n\nDid not finish \(exit 1\): no results from this run\./)
+  t.match(page, /\| date \| 2026-01-02 \|/)
+  t.match(page, /\| targets \| 0 of 0 held \|/)
+  t.match(page, /\| CPU \| unknown \|/)
+  t.match(machine().cores, Number)
+})
+
+t.test('the command line writes the same page from a saved run', async (t) => {
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'io-hygiene-md-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const out = path.join(dir, 'results.md')
+  const cli = spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'markdown.js'), fixture, '--out', out], { encoding: 'utf8' })
+  t.equal(cli.status, 0, cli.stderr)
+  const { results, info } = parseRun(saved)
+  t.equal(fs.readFileSync(out, 'utf8'), render(results, info))
+  const piped = spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'markdown.js')], { input: saved, encoding: 'utf8' })
+  t.equal(piped.stdout, render(results, info), 'from stdin too')
+  const bare = spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'markdown.js')], { input: '{"bench":"batch"}\n', encoding: 'utf8' })
+  t.match(bare.stdout, new RegExp(`\\| Node \\| ${process.version} \\|[\\s\\S]*## batch\\n`), 'without a saved machine: this one')
+})
+
+t.test('npm run bench refuses --markdown without a file', async (t) => {
+  const run = spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'run.js'), '--markdown'], { encoding: 'utf8' })
+  t.not(run.status, 0)
+  t.match(run.stderr, /--markdown needs a file name/)
+})
