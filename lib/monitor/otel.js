@@ -36,13 +36,12 @@ function version () {
 // Where the instruments go: the user's meter, a meter of the user's provider,
 // or (`otel: true`) of whichever provider is global when a sample is taken,
 // so that `-r io-hygiene/register` may load before the SDK is set up.
-function meterSource ({ meter, meterProvider, otel }) {
+function meterSource ({ meter, meterProvider }) {
   if (meter !== null) return () => meter
   if (meterProvider !== null) {
     const mine = meterProvider.getMeter(SCOPE, version())
     return () => mine
   }
-  if (!otel) return null
   const { metrics } = api('createMonitor({ otel: true })')
   let provider = null
   let mine = null
@@ -214,9 +213,9 @@ function alertLogger (loggerProvider) {
       'io_hygiene.threshold': alert.threshold,
       'io_hygiene.samples': alert.samples,
     }
-    if (alert.fix !== null) attributes['io_hygiene.fix'] = alert.fix
-    if (alert.profile !== null) attributes['io_hygiene.profile'] = alert.profile
-    if (alert.heapSnapshot !== null) attributes['io_hygiene.heap_snapshot'] = alert.heapSnapshot
+    for (const [key, v] of [['io_hygiene.fix', alert.fix], ['io_hygiene.profile', alert.profile], ['io_hygiene.heap_snapshot', alert.heapSnapshot]]) {
+      if (v !== null) attributes[key] = v
+    }
     logger.emit({
       eventName: 'io_hygiene.monitor.alert',
       timestamp: alert.timestamp,
@@ -228,10 +227,9 @@ function alertLogger (loggerProvider) {
   }
 }
 
-// The output for the monitor's resolved options, or null when none asks for it.
+// The output for the monitor's resolved options (one of meter, meterProvider, otel).
 function createOtelOutput (o, latest, totals) {
-  const source = meterSource(o)
-  return source === null ? null : new OtelOutput(source, latest, totals)
+  return new OtelOutput(meterSource(o), latest, totals)
 }
 
 module.exports = { createOtelOutput, alertLogger, BOUNDARIES }
