@@ -258,6 +258,9 @@ t.test('options: one destination, objects of the right shape', async (t) => {
   t.throws(() => createMonitor({ meter: meterProvider }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /Meter/ })
   t.throws(() => createMonitor({ loggerProvider: console }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /LoggerProvider/ })
   t.throws(() => createMonitor({ otel: 'yes' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  const { install, installed } = require('..')
+  t.throws(() => install({ dns: true, http: false, monitor: { otel: true, meterProvider } }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS', message: /install\(\{ monitor \}\)/ })
+  t.equal(installed(), null, 'refused before anything was installed')
 })
 
 function child (args, env) {

@@ -278,20 +278,21 @@ class Monitor {
 }
 
 function createMonitor (options) {
-  return new Monitor(checkMeter('createMonitor()', resolve('createMonitor()', spec, options)))
+  const o = resolve('createMonitor()', spec, options)
+  check(o, 'createMonitor()')
+  return new Monitor(o)
 }
 
 // One place for the instruments: a meter, a provider, or the global provider.
-function checkMeter (where, o) {
+function check (o, where) {
   const given = ['otel', 'meterProvider', 'meter'].filter((key) => (key === 'otel' ? o.otel : o[key] !== null))
   if (given.length > 1) throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `options ${given.map((k) => `"${k}"`).join(' and ')} each say where the metrics go: give one`)
-  return o
 }
 
 // install({ monitor }): one monitor for the process; undo closes it.
 function installMonitor (resolved) {
-  const monitor = new Monitor(checkMeter('install({ monitor })', resolved))
+  const monitor = new Monitor(resolved)
   return { value: monitor, undo: () => { monitor.close() } }
 }
 
-module.exports = { createMonitor, installMonitor, spec, histogram, Histogram, Monitor }
+module.exports = { createMonitor, installMonitor, check, spec, histogram, Histogram, Monitor }
