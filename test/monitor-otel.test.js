@@ -18,8 +18,8 @@ const QUIET = { intervalMs: 2 ** 31 - 1, conditions: [] }
 
 // A provider with the Prometheus exporter as its reader, and its endpoint
 // served on a loopback port of our own. scrape() answers the text.
-async function scraped (t, readers = []) {
-  const exporter = new PrometheusExporter({ preventServerStart: true })
+async function scraped (t, readers = [], metricProducers = []) {
+  const exporter = new PrometheusExporter({ preventServerStart: true, metricProducers })
   const meterProvider = new MeterProvider({ readers: [exporter, ...readers] })
   const server = http.createServer((req, res) => exporter.getMetricsRequestHandler(req, res))
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -143,6 +143,29 @@ async function observed (reader) {
   const { resourceMetrics } = await reader.collect()
   return resourceMetrics.scopeMetrics.flatMap((s) => s.metrics.filter((m) => m.dataPoints.length > 0 && m.descriptor.name !== 'io_hygiene.dns.lookup.duration').map((m) => m.descriptor.name))
 }
+
+t.test('otelHistograms: false and createOtelProducer(): the same histograms, copied at each collection', async (t) => {
+  const { createOtelProducer } = require('..')
+  const { meterProvider, scrape } = await scraped(t, [], [createOtelProducer()])
+  const monitor = createMonitor({ ...QUIET, meterProvider, otelHistograms: false })
+  t.teardown(() => monitor.close())
+  const h = histogram('batch.queue_wait', { batcher: 'otel-producer' })
+  for (let i = 0; i < 1000; i++) h.record(i / 100)
+  h.record(100_000) // past the last boundary (67.1 s): counted in +Inf
+  monitor.sample()
+  const text = await scrape()
+  const labels = { batcher: 'otel-producer', otel_scope_name: 'io-hygiene' }
+  t.equal(value(text, 'io_hygiene_batch_queue_wait_duration_count', labels), 1001, 'every record')
+  t.ok(Math.abs(value(text, 'io_hygiene_batch_queue_wait_duration_sum', labels) - h.sumMs / 1000) < 1e-9, 'the sum, in seconds')
+  let cumulative = 0
+  for (let i = 0; i < BOUNDARIES.length; i++) {
+    cumulative += h.buckets[i]
+    t.equal(value(text, 'io_hygiene_batch_queue_wait_duration_bucket', { ...labels, le: String(BOUNDARIES[i]) }), cumulative, `le ${BOUNDARIES[i]}`)
+  }
+  t.equal(value(text, 'io_hygiene_batch_queue_wait_duration_bucket', { ...labels, le: '+Inf' }), 1001)
+  t.equal(text.match(/^# TYPE io_hygiene_batch_queue_wait_duration histogram$/gm).length, 1, 'once: the monitor recorded none through the meter')
+  t.ok(value(text, 'io_hygiene_active_handles', { type: 'TCPServerWrap' }) >= 1, 'the observable instruments are still the monitor\'s')
+})
 
 t.test('close() unregisters the callbacks; the histograms stop growing', async (t) => {
   const delta = new DeltaReader()

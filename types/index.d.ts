@@ -524,6 +524,8 @@ export interface MonitorOptions {
   meterProvider?: { getMeter(name: string, version?: string): OtelMeterLike } | null
   /** Or an OpenTelemetry Meter of your own. Default null. */
   meter?: OtelMeterLike | null
+  /** false: the operation histograms are not recorded through the meter (use createOtelProducer()). Default true. */
+  otelHistograms?: boolean
   /** An OpenTelemetry LoggerProvider: each alert is also emitted as a log record. Default null. */
   loggerProvider?: { getLogger(name: string, version?: string): { emit(record: any): void } } | null
   /** Where CPU profiles go; null: none are taken. Default null. */
@@ -596,6 +598,8 @@ export interface Monitor {
 }
 
 export declare function createMonitor(options?: MonitorOptions): Monitor
+/** The operation histograms as an OpenTelemetry MetricProducer, for a MetricReader's `metricProducers`. */
+export declare function createOtelProducer(): { collect(options?: { timeoutMillis?: number }): Promise<any> }
 
 export interface HistogramJSON { count: number; sumMs: number; maxMs: number; buckets: Record<string, number> }
 

@@ -81,8 +81,8 @@ expectError(createStatsd({ protocol: 'http' }))
 expectType<Promise<void>>(wrapStatsd(new (require('hot-shots'))() as import('hot-shots').StatsD).close())
 
 // monitor
-import { createMonitor, histogram, Histogram, type Monitor, type MonitorSample, type MonitorAlert } from '.'
-import { MeterProvider } from '@opentelemetry/sdk-metrics'
+import { createMonitor, createOtelProducer, histogram, Histogram, type Monitor, type MonitorSample, type MonitorAlert } from '.'
+import { MeterProvider, PeriodicExportingMetricReader, InMemoryMetricExporter, AggregationTemporality } from '@opentelemetry/sdk-metrics'
 import { LoggerProvider } from '@opentelemetry/sdk-logs'
 const monitor = createMonitor({ intervalMs: 1000, conditions: ['GetAddrInfoReqWrap > 100 for 3 samples', { when: 'elu > 0.9', for: 3, profile: false }], logger: console })
 expectType<MonitorSample>(monitor.sample())
@@ -100,6 +100,10 @@ expectError(createMonitor({ interval: 1000 }))
   expectType<Monitor>(createMonitor({ otel: true }))
   expectError(createMonitor({ otel: 1 }))
   expectError(createMonitor({ meterProvider: {} }))
+  expectType<Monitor>(createMonitor({ meterProvider, otelHistograms: false }))
+  expectError(createMonitor({ otelHistograms: 'no' }))
+  const reader = new PeriodicExportingMetricReader({ exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE), metricProducers: [createOtelProducer()] })
+  expectType<PeriodicExportingMetricReader>(reader)
 }
 expectError(createMonitor({ conditions: [{ metric: 'elu' }] }))
 const lookups = histogram('dns.lookup', { source: 'upstream' })

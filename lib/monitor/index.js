@@ -58,6 +58,7 @@ const spec = {
     check: nullable(hasMethods('an OpenTelemetry Meter', 'createHistogram', 'createObservableGauge', 'createObservableCounter',
       'createObservableUpDownCounter', 'addBatchObservableCallback', 'removeBatchObservableCallback')),
   },
+  otelHistograms: { default: true, check: boolean() },
   loggerProvider: { default: null, check: nullable(hasMethods('an OpenTelemetry LoggerProvider', 'getLogger')) },
   profileDir: { default: null, check: nullable(string()) },
   profileDurationMs: { default: 2_000, check: integer(1, 60_000) },

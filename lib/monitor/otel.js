@@ -3,6 +3,7 @@
 const { series } = require('./registry')
 const { Histogram, BUCKETS, upperBoundMs } = require('./histogram')
 const { ERR_IO_HYGIENE_MISSING_PEER } = require('../errors')
+const { performance } = require('node:perf_hooks')
 
 // The monitor in an OpenTelemetry MeterProvider. Observable instruments read
 // the monitor's latest sample when the SDK collects: a collection costs a
@@ -20,6 +21,10 @@ const BOUNDARIES = Array.from({ length: LAST_BUCKET }, (_, i) => upperBoundMs(i)
 
 // An alert's severity as a log record: WARN (SeverityNumber.WARN).
 const WARN = 13
+// The SDK's enums, as numbers and strings: the SDK is never loaded here.
+const VALUE_TYPE_DOUBLE = 1 // ValueType.DOUBLE
+const CUMULATIVE = 1 // AggregationTemporality.CUMULATIVE
+const HISTOGRAM_POINT = 0 // DataPointType.HISTOGRAM
 
 function api (where) {
   try {
@@ -67,8 +72,11 @@ class OtelOutput {
   #requestTypes = new Set()
   #handleTypes = new Set()
 
-  constructor (source, latest, totals) {
+  #record
+
+  constructor (source, latest, totals, record) {
     this.#source = source
+    this.#record = record
     this.#latest = latest
     this.#totals = totals
     this.#attach(source())
@@ -136,6 +144,7 @@ class OtelOutput {
       this.#detach()
       this.#attach(meter)
     }
+    if (!this.#record) return
     for (const { kind, labels, histogram } of series()) {
       if (histogram.count === 0) continue
       let done = this.#replayed.get(histogram)
@@ -229,7 +238,52 @@ function alertLogger (loggerProvider) {
 
 // The output for the monitor's resolved options (one of meter, meterProvider, otel).
 function createOtelOutput (o, latest, totals) {
-  return new OtelOutput(meterSource(o), latest, totals)
+  return new OtelOutput(meterSource(o), latest, totals, o.otelHistograms)
 }
 
-module.exports = { createOtelOutput, alertLogger, BOUNDARIES }
+// The operation histograms as an OpenTelemetry MetricProducer, for a
+// MetricReader's `metricProducers`: each collection copies the registry's
+// buckets, so its cost does not grow with the rate of operations, as the
+// replay through a meter does. Cumulative since the process started; the
+// same names, attributes and buckets as the monitor's meter histograms.
+function createOtelProducer () {
+  const start = hrTime(performance.timeOrigin)
+  return {
+    collect () {
+      const byKind = new Map()
+      for (const { kind, labels, histogram } of series()) {
+        if (histogram.count === 0) continue
+        const counts = new Array(LAST_BUCKET + 1).fill(0)
+        for (let i = 0; i < BUCKETS; i++) counts[Math.min(i, LAST_BUCKET)] += histogram.buckets[i]
+        let points = byKind.get(kind)
+        if (points === undefined) byKind.set(kind, points = [])
+        points.push({
+          startTime: start,
+          endTime: hrTime(Date.now()),
+          attributes: labels,
+          value: { buckets: { boundaries: BOUNDARIES, counts }, count: histogram.count, sum: histogram.sumMs / 1000, max: histogram.maxMs / 1000 },
+        })
+      }
+      const metrics = []
+      for (const [kind, dataPoints] of byKind) {
+        metrics.push({
+          descriptor: { name: `io_hygiene.${kind}.duration`, description: `${kind} latency (power-of-two buckets)`, unit: 's', valueType: VALUE_TYPE_DOUBLE, type: 'HISTOGRAM', advice: {} },
+          aggregationTemporality: CUMULATIVE,
+          dataPointType: HISTOGRAM_POINT,
+          dataPoints,
+        })
+      }
+      // The reader keeps its own resource: this one is never exported.
+      const resource = { attributes: {} }
+      return Promise.resolve({ resourceMetrics: { resource, scopeMetrics: [{ scope: { name: SCOPE, version: version() }, metrics }] }, errors: [] })
+    },
+  }
+}
+
+// Milliseconds since the epoch as OpenTelemetry's [seconds, nanoseconds].
+function hrTime (ms) {
+  const seconds = Math.floor(ms / 1000)
+  return [seconds, Math.round((ms - seconds * 1000) * 1e6)]
+}
+
+module.exports = { createOtelOutput, createOtelProducer, alertLogger, BOUNDARIES }
