@@ -24,6 +24,7 @@ const wrapStatsd = lazy('./lib/statsd', 'wrapStatsd')
 const createHttpSink = lazy('./lib/http/sink', 'createHttpSink')
 const createMonitor = lazy('./lib/monitor', 'createMonitor')
 const histogram = lazy('./lib/monitor/registry', 'histogram')
+const createOtelProducer = lazy('./lib/monitor/otel', 'createOtelProducer')
 
 // A class or an object cannot be wrapped: each is a getter, in the one form
 // that still lets `import { Histogram } from 'io-hygiene'` find it. The error
@@ -49,6 +50,7 @@ module.exports = {
   createHttpSink,
   createMonitor,
   histogram,
+  createOtelProducer,
 }
 Object.defineProperty(module.exports, 'errors', { enumerable: true, get: function () { return later.errors } })
 Object.defineProperty(module.exports, 'Histogram', { enumerable: true, get: function () { return later.Histogram } })

@@ -12,7 +12,11 @@
 //                main thread is measured (process.cpuUsage() counts them all).
 //                Each of --samples (20) rounds waits 20 ms first, so the
 //                event-loop delay histogram has a window to read, as in use.
-//                Median CPU per call.
+//                Median CPU per call. Beside them, the OpenTelemetry pair,
+//                each with its own MeterProvider and an in-process reader:
+//                io-hygiene-otel is one sample plus one collection through the
+//                SDK; otel-runtime-node one collection of
+//                @opentelemetry/instrumentation-runtime-node.
 //   record-cost  ns per histogram record (20M records of varied values):
 //                io-hygiene's Histogram vs perf_hooks.createHistogram().
 //   flood        examples/monitor.js's flood of uncached dns.lookup calls
@@ -46,11 +50,40 @@ function cpuUs (since) {
   return used.user + used.system
 }
 
+// The two OpenTelemetry contenders, each on a provider of its own: a
+// collection runs only its callbacks.
+function otelPair () {
+  const { MeterProvider, MetricReader } = require('@opentelemetry/sdk-metrics')
+  const { RuntimeNodeInstrumentation } = require('@opentelemetry/instrumentation-runtime-node')
+  class Reader extends MetricReader {
+    async onForceFlush () {}
+    async onShutdown () {}
+  }
+  const ourReader = new Reader()
+  const ourProvider = new MeterProvider({ readers: [ourReader] })
+  const monitor = createMonitor({ intervalMs: 2 ** 31 - 1, meterProvider: ourProvider })
+  const theirReader = new Reader()
+  const theirProvider = new MeterProvider({ readers: [theirReader] })
+  const runtime = new RuntimeNodeInstrumentation()
+  runtime.setMeterProvider(theirProvider)
+  runtime.enable()
+  return {
+    ours: async () => { monitor.sample(); await ourReader.collect() },
+    theirs: () => theirReader.collect(),
+    async close () {
+      runtime.disable()
+      await monitor.close()
+      await Promise.all([ourProvider.shutdown(), theirProvider.shutdown()])
+    },
+  }
+}
+
 async function sampleCost () {
   const { Registry, collectDefaultMetrics } = require('prom-client')
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
   const monitor = createMonitor({ intervalMs: 2 ** 31 - 1 })
+  const otel = otelPair()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-bench-monitor-'))
   const fifo = path.join(dir, 'fifo')
   execFileSync('mkfifo', [fifo])
@@ -68,9 +101,11 @@ async function sampleCost () {
         })
       }
       const resources = process.getActiveResourcesInfo().length
-      for (let i = 0; i < 3; i++) { monitor.sample(); await registry.metrics() } // warm up
+      for (let i = 0; i < 3; i++) { monitor.sample(); await registry.metrics(); await otel.ours(); await otel.theirs() } // warm up
       const ours = { cpu: [], wall: [] }
       const theirs = { cpu: [], wall: [] }
+      const otelOurs = { cpu: [], wall: [] }
+      const otelTheirs = { cpu: [], wall: [] }
       const measure = async (into, fn) => {
         await sleep(20)
         const cpu = process.cpuUsage()
@@ -82,11 +117,15 @@ async function sampleCost () {
       for (let i = 0; i < SAMPLES; i++) {
         await measure(ours, () => monitor.sample())
         await measure(theirs, () => registry.metrics())
+        await measure(otelOurs, otel.ours)
+        await measure(otelTheirs, otel.theirs)
       }
       const requests = monitor.sample().requests
       const row = (label, m) => ({ label, activeRequests: requests, activeResources: resources, cpuUsPerSample: median(m.cpu), wallUsPerSample: round(median(m.wall)) })
       runs.push({ ...row('io-hygiene', ours), vsPromClient: round(median(ours.cpu) / median(theirs.cpu), 3) })
       runs.push(row('prom-client', theirs))
+      runs.push({ ...row('io-hygiene-otel', otelOurs), vsOtelRuntimeNode: round(median(otelOurs.cpu) / median(otelTheirs.cpu), 3) })
+      runs.push(row('otel-runtime-node', otelTheirs))
     }
   } finally {
     // A writer lets every blocked and queued open() through.
@@ -98,6 +137,7 @@ async function sampleCost () {
     fs.closeSync(writer)
     fs.rmSync(dir, { recursive: true, force: true })
     await monitor.close()
+    await otel.close()
   }
   return { name: 'sample-cost', note: `median of ${SAMPLES}; CPU µs per sample or scrape`, runs }
 }

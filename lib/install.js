@@ -28,6 +28,7 @@ const modules = [
     name: 'monitor',
     enabledByDefault: false,
     spec: () => require('./monitor').spec,
+    check: (cfg, where) => require('./monitor').check(cfg, where),
     apply: (cfg) => require('./monitor').installMonitor(cfg),
   },
 ]

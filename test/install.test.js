@@ -350,12 +350,14 @@ t.test('install() loads only what its modules need before their first use', asyn
   for (const when of ['atStart', 'idle']) {
     for (const file of later) t.notOk(out[when].files.includes(file), `${when}: ${file} not loaded`)
     for (const builtin of ['net', 'dgram', 'diagnostics_channel']) t.notOk(out[when].builtins.includes(builtin), `${when}: node:${builtin} not asked for`)
+    t.notOk(out[when].files.includes('@opentelemetry'), `${when}: no @opentelemetry module`)
   }
   t.ok(out.atStart.files.includes('lib/dns/cache.js'), 'the cache itself is there')
   t.ok(out.atStart.builtins.includes('dns'), 'node:dns is asked for, to be patched')
   t.equal(out.address, '127.0.0.1', 'the first lookup answers')
   for (const file of ['lru-cache', 'lib/dns/resolve.js', 'lib/dns/ip.js', 'lib/diagnostics.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
   for (const builtin of ['net', 'diagnostics_channel']) t.ok(out.afterLookup.builtins.includes(builtin), `node:${builtin}, by the first lookup`)
+  t.notOk(out.afterLookup.files.includes('@opentelemetry'), 'nor any @opentelemetry module after it')
 })
 
 // A package.json "exports" map makes Node 20's require() load its ES module

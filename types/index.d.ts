@@ -496,6 +496,16 @@ export type MonitorCondition = string | {
   heapSnapshot?: boolean
 }
 
+/** The methods of an OpenTelemetry Meter the monitor uses (structural: @opentelemetry/api is optional). */
+export interface OtelMeterLike {
+  createHistogram(name: string, options?: any): any
+  createObservableGauge(name: string, options?: any): any
+  createObservableCounter(name: string, options?: any): any
+  createObservableUpDownCounter(name: string, options?: any): any
+  addBatchObservableCallback(callback: (result: any) => void, observables: any[]): void
+  removeBatchObservableCallback(callback: (result: any) => void, observables: any[]): void
+}
+
 export interface MonitorOptions {
   /** Sampling interval (one unref'd timer). Default 1000. */
   intervalMs?: number
@@ -513,6 +523,16 @@ export interface MonitorOptions {
   statsdPrefix?: string
   /** A prom-client Registry to register io_hygiene_* metrics into. Default null. */
   registry?: { registerMetric(metric: any): void; getSingleMetric(name: string): any; removeSingleMetric(name: string): void } | null
+  /** true: publish to the global OpenTelemetry meter provider (needs @opentelemetry/api). Default false. */
+  otel?: boolean
+  /** An OpenTelemetry MeterProvider (from @opentelemetry/sdk-metrics) to publish through. Default null. */
+  meterProvider?: { getMeter(name: string, version?: string): OtelMeterLike } | null
+  /** Or an OpenTelemetry Meter of your own. Default null. */
+  meter?: OtelMeterLike | null
+  /** false: the operation histograms are not recorded through the meter (use createOtelProducer()). Default true. */
+  otelHistograms?: boolean
+  /** An OpenTelemetry LoggerProvider: each alert is also emitted as a log record. Default null. */
+  loggerProvider?: { getLogger(name: string, version?: string): { emit(record: any): void } } | null
   /** Where CPU profiles go; null: none are taken. Default null. */
   profileDir?: string | null
   /** Length of a CPU profile. Default 2000. */
@@ -583,6 +603,8 @@ export interface Monitor {
 }
 
 export declare function createMonitor(options?: MonitorOptions): Monitor
+/** The operation histograms as an OpenTelemetry MetricProducer, for a MetricReader's `metricProducers`. */
+export declare function createOtelProducer(): { collect(options?: { timeoutMillis?: number }): Promise<any> }
 
 export interface HistogramJSON { count: number; sumMs: number; maxMs: number; buckets: Record<string, number> }
 

@@ -82,7 +82,9 @@ expectError(createStatsd({ protocol: 'http' }))
 expectType<Promise<void>>(wrapStatsd(new (require('hot-shots'))() as import('hot-shots').StatsD).close())
 
 // monitor
-import { createMonitor, histogram, Histogram, type MonitorSample, type MonitorAlert } from '.'
+import { createMonitor, createOtelProducer, histogram, Histogram, type Monitor, type MonitorSample, type MonitorAlert } from '.'
+import { MeterProvider, PeriodicExportingMetricReader, InMemoryMetricExporter, AggregationTemporality } from '@opentelemetry/sdk-metrics'
+import { LoggerProvider } from '@opentelemetry/sdk-logs'
 const monitor = createMonitor({ intervalMs: 1000, conditions: ['GetAddrInfoReqWrap > 100 for 3 samples', { when: 'elu > 0.9', for: 3, profile: false }], logger: console })
 expectType<MonitorSample>(monitor.sample())
 expectType<number>(monitor.sample().requestsByType.GetAddrInfoReqWrap)
@@ -91,6 +93,19 @@ expectType<Record<string, string>>(monitor.sample().histograms[0].labels)
 expectType<string>(monitor.report())
 expectType<Promise<void>>(monitor.close())
 expectError(createMonitor({ interval: 1000 }))
+{
+  const meterProvider = new MeterProvider()
+  const loggerProvider = new LoggerProvider()
+  expectType<Monitor>(createMonitor({ meterProvider, loggerProvider }))
+  expectType<Monitor>(createMonitor({ meter: meterProvider.getMeter('app') }))
+  expectType<Monitor>(createMonitor({ otel: true }))
+  expectError(createMonitor({ otel: 1 }))
+  expectError(createMonitor({ meterProvider: {} }))
+  expectType<Monitor>(createMonitor({ meterProvider, otelHistograms: false }))
+  expectError(createMonitor({ otelHistograms: 'no' }))
+  const reader = new PeriodicExportingMetricReader({ exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE), metricProducers: [createOtelProducer()] })
+  expectType<PeriodicExportingMetricReader>(reader)
+}
 expectError(createMonitor({ conditions: [{ metric: 'elu' }] }))
 const lookups = histogram('dns.lookup', { source: 'upstream' })
 lookups.record(1.5)

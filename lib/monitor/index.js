@@ -3,8 +3,8 @@
 const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const { channels } = require('../diagnostics')
-const { integer, string, nullable, resolve } = require('../options')
-const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CLOSED } = require('../errors')
+const { integer, string, boolean, nullable, resolve } = require('../options')
+const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../errors')
 const { Sampler } = require('./sampler')
 const { parseCondition } = require('./conditions')
 const { busy, startProfile, stopProfile, heapSnapshot } = require('./actions')
@@ -51,6 +51,15 @@ const spec = {
   statsd: { default: null, check: nullable(hasMethods('a StatsD client with gauge() and increment() (createStatsd())', 'gauge', 'increment')) },
   statsdPrefix: { default: 'nodejs.', check: string() },
   registry: { default: null, check: nullable(hasMethods('a prom-client Registry', 'registerMetric', 'getSingleMetric', 'removeSingleMetric')) },
+  otel: { default: false, check: boolean() },
+  meterProvider: { default: null, check: nullable(hasMethods('an OpenTelemetry MeterProvider', 'getMeter')) },
+  meter: {
+    default: null,
+    check: nullable(hasMethods('an OpenTelemetry Meter', 'createHistogram', 'createObservableGauge', 'createObservableCounter',
+      'createObservableUpDownCounter', 'addBatchObservableCallback', 'removeBatchObservableCallback')),
+  },
+  otelHistograms: { default: true, check: boolean() },
+  loggerProvider: { default: null, check: nullable(hasMethods('an OpenTelemetry LoggerProvider', 'getLogger')) },
   profileDir: { default: null, check: nullable(string()) },
   profileDurationMs: { default: 2_000, check: integer(1, 60_000) },
   heapSnapshotDir: { default: null, check: nullable(string()) },
@@ -90,6 +99,8 @@ class Monitor {
   #last = null
   #statsd = null
   #prom = null
+  #otel = null
+  #otelAlert = null
   #closed = false
   #stats = { samples: 0, alerts: 0, profiles: 0, profilesSkipped: 0, heapSnapshots: 0, heapSnapshotsSkipped: 0, errors: 0 }
   #totals = { gcCount: 0, gcPauseMs: 0, costUs: 0 }
@@ -101,6 +112,11 @@ class Monitor {
     this.#sampler = new Sampler({ resolutionMs: o.delayResolutionMs })
     if (o.statsd !== null) this.#statsd = new StatsdOutput(o.statsd, o.statsdPrefix)
     if (o.registry !== null) this.#prom = register(o.registry, () => this.#latest(), () => this.#totals)
+    // Loaded only when asked for: so is @opentelemetry/api, and only by `otel`.
+    if (o.otel || o.meter !== null || o.meterProvider !== null) {
+      this.#otel = require('./otel').createOtelOutput(o, () => this.#last, () => this.#totals)
+    }
+    if (o.loggerProvider !== null) this.#otelAlert = require('./otel').alertLogger(o.loggerProvider)
     this.#due = performance.now() + o.intervalMs
     this.#timer = setInterval(() => this.#tick(), o.intervalMs)
     this.#timer.unref()
@@ -128,6 +144,7 @@ class Monitor {
     this.#evaluate(sample)
     if (this.#statsd !== null) this.#guard(() => this.#statsd.publish(sample))
     if (this.#prom !== null) this.#guard(() => this.#prom.sync())
+    if (this.#otel !== null) this.#guard(() => this.#otel.sync())
     return sample
   }
 
@@ -201,6 +218,7 @@ class Monitor {
       else this.#stats.heapSnapshots++
     }
     if (channels.monitorAlert.hasSubscribers) channels.monitorAlert.publish(alert)
+    if (this.#otelAlert !== null) this.#guard(() => this.#otelAlert(alert))
     if (o.logger !== null) {
       o.logger.warn(`io-hygiene monitor: ${c.name} (${c.metric} ${value} ${c.op} ${c.threshold}` +
         `${c.for > 1 ? ` for ${c.for} samples` : ''})` +
@@ -253,6 +271,7 @@ class Monitor {
       clearInterval(this.#timer)
       this.#sampler.close()
       this.#prom?.undo()
+      this.#otel?.undo()
       stopProfile(this)
     }
     return Promise.all(this.#pending).then(() => {})
@@ -260,7 +279,15 @@ class Monitor {
 }
 
 function createMonitor (options) {
-  return new Monitor(resolve('createMonitor()', spec, options))
+  const o = resolve('createMonitor()', spec, options)
+  check(o, 'createMonitor()')
+  return new Monitor(o)
+}
+
+// One place for the instruments: a meter, a provider, or the global provider.
+function check (o, where) {
+  const given = ['otel', 'meterProvider', 'meter'].filter((key) => (key === 'otel' ? o.otel : o[key] !== null))
+  if (given.length > 1) throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `options ${given.map((k) => `"${k}"`).join(' and ')} each say where the metrics go: give one`)
 }
 
 // install({ monitor }): one monitor for the process; undo closes it.
@@ -269,4 +296,4 @@ function installMonitor (resolved) {
   return { value: monitor, undo: () => { monitor.close() } }
 }
 
-module.exports = { createMonitor, installMonitor, spec, histogram, Histogram, Monitor }
+module.exports = { createMonitor, installMonitor, check, spec, histogram, Histogram, Monitor }
