@@ -306,12 +306,18 @@ t.test('options are validated by name', async (t) => {
 })
 
 // The default path (the system resolver, no `servers`) without root: names
-// the system resolver answers from this machine's /etc/hosts (localhost), with
-// TTL queries sent to a test server through dns.setServers(). A child process,
-// as the point is what keeps a process alive.
+// under .test answered as this machine's /etc/hosts answers localhost (a
+// wrapper of dns.lookup, which the cache asks as it would the system
+// resolver; localhost itself is never asked of DNS), with TTL queries sent to
+// a test server through dns.setServers(). A child process, as the point is
+// what keeps a process alive.
 const LOCALHOST_CHILD = `
   const dns = require('node:dns')
   dns.setServers([process.env.SERVER])
+  const system = dns.lookup
+  dns.lookup = function (name, ...rest) {
+    return system.call(this, /\\.test$/i.test(name) ? 'localhost' : name, ...rest)
+  }
   const { createDnsCache } = require(${JSON.stringify(require.resolve('..'))})
   const hostsFile = process.env.HOSTS || null
   // A TTL query that would wait an hour if the process waited for it.
@@ -321,9 +327,9 @@ const LOCALHOST_CHILD = `
   })
   ;(async () => {
     const answers = [
-      await lookup('localhost', { family: 6, hints: dns.V4MAPPED }),
-      await lookup('LocalHost', { family: 4 }),
-      await lookup('localhost', { family: 4 }),
+      await lookup('ttl.test', { family: 6, hints: dns.V4MAPPED }),
+      await lookup('TTL.Test', { family: 4 }),
+      await lookup('ttl.test', { family: 4 }),
     ]
     process.on('exit', () => console.log(JSON.stringify({ answers, stats: cache.stats() })))
   })()`
@@ -352,7 +358,7 @@ t.test('default path: a pending TTL query never holds the process open (hostsFil
   const { answers, stats } = await runLocalhostChild(t, { SERVER: server.server })
   t.same(answers, ['::ffff:127.0.0.1', '127.0.0.1', '127.0.0.1'])
   t.match(stats, { upstreamLookups: 2, misses: 2, hits: 1, ttlQueries: 2, fallbacks: 0 }, 'both TTL queries were still pending when the process exited')
-  t.ok(await eventually(() => server.count('localhost', 'A') === 2), 'and they had been sent')
+  t.ok(await eventually(() => server.count('ttl.test', 'A') === 2), 'and they had been sent')
 })
 
 t.test('default path: a hosts-file name never causes a DNS query, V4MAPPED answers included', async (t) => {
@@ -361,7 +367,7 @@ t.test('default path: a hosts-file name never causes a DNS query, V4MAPPED answe
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-hosts-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const hosts = path.join(dir, 'hosts')
-  fs.writeFileSync(hosts, '127.0.0.1 localhost\n')
+  fs.writeFileSync(hosts, '127.0.0.1 localhost ttl.test\n')
   const { answers, stats } = await runLocalhostChild(t, { SERVER: server.server, HOSTS: hosts })
   t.same(answers, ['::ffff:127.0.0.1', '127.0.0.1', '127.0.0.1'])
   t.match(stats, { upstreamLookups: 2, ttlQueries: 0, fallbacks: 2, upstreamQueries: 2 })
