@@ -301,8 +301,26 @@ t.test('options are validated by name', async (t) => {
   t.throws(() => createDnsCache({ servers: [] }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => createDnsCache({ hostsFile: 5 }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => createDnsCache(null), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  for (const server of ['127.0.0.1:0', '[::1]:0', '127.0.0.1:00']) {
+    t.throws(() => createDnsCache({ servers: ['127.0.0.1', server] }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /a port from 1 to 65535/ }, `${server}: refused, not an abort`)
+  }
+  for (const key of ['queryTimeoutMs', 'sweepIntervalMs', 'maxTtlMs', 'staleTtlMs']) {
+    t.throws(() => createDnsCache({ [key]: 2 ** 31 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' }, `${key}: 2^31 refused`)
+  }
   const cache = createDnsCache({ servers: ['127.0.0.1:5353'], hostsFile: null })
   cache.close()
+})
+
+t.test('IO_HYGIENE_DNS_SERVERS with port 0 is refused with a coded error, not an abort', async (t) => {
+  const child = spawn(process.execPath, ['-r', require.resolve('../register'), '-e', ''], {
+    env: { ...process.env, IO_HYGIENE_DNS_SERVERS: '127.0.0.1:0' },
+  })
+  let stderr = ''
+  child.stderr.on('data', (chunk) => { stderr += chunk })
+  const [code, signal] = await new Promise((resolve) => child.on('exit', (code, signal) => resolve([code, signal])))
+  t.equal(signal, null, 'no signal')
+  t.equal(code, 1)
+  t.match(stderr, /ERR_IO_HYGIENE_INVALID_OPTION/)
 })
 
 // The default path (the system resolver, no `servers`) without root: names
