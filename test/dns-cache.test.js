@@ -411,3 +411,30 @@ t.test('default path: answers as the original dns.lookup, case variants shared, 
   // 5 (family, hints) slots: forms that differ only in `all` or `order` share one.
   t.match(cache.stats(), { upstreamLookups: 5, misses: 5, coalesced: 10, hits: 3 * 5 + 6 * 3, ttlQueries: 0, fallbacks: 5, entries: 1 })
 })
+
+t.test('every callback runs in its own caller\'s async context: merged miss, hit, stale answer, cached error', async (t) => {
+  const { AsyncLocalStorage } = require('node:async_hooks')
+  const als = new AsyncLocalStorage()
+  const { server, cache } = await cacheWithServer(t, { minTtlMs: 0, errorTtlMs: 60_000 })
+  server.set('four.test', { a: ['10.0.4.4'], ttl: 1 })
+  // Three concurrent calls, each in its own context; what each callback sees.
+  const three = (name, base, options = {}) => Promise.all([1, 2, 3].map((i) => new Promise((resolve) => {
+    als.run({ id: base + i }, () => cache.lookup(name, options, (err) => resolve([als.getStore()?.id, err?.code ?? null])))
+  })))
+  const ok = (base, code = null) => [[base + 1, code], [base + 2, code], [base + 3, code]]
+  t.same(await three('four.test', 0), ok(0), 'a miss merged into one resolution')
+  t.match(cache.stats(), { misses: 1, coalesced: 2 })
+  t.same(await three('four.test', 10), ok(10), 'hits')
+  t.same(await three('four.test', 20, { all: true }), ok(20), 'hits, all: true')
+  t.ok(await untilStale(cache, 'four.test'))
+  t.same(await three('four.test', 30), ok(30), 'stale answers')
+  t.ok(cache.stats().staleServed >= 1)
+  t.same(await three('missing.test', 40), ok(40, 'ENOTFOUND'), 'an error merged into one resolution')
+  t.same(await three('missing.test', 50), ok(50, 'ENOTFOUND'), 'cached errors')
+  t.ok(cache.stats().negativeHits >= 3)
+  const ids = await Promise.all([1, 2, 3].map((i) => als.run({ id: 60 + i }, async () => {
+    await cache.lookupAsync('promise.test').catch(() => {})
+    return als.getStore().id
+  })))
+  t.same(ids, [61, 62, 63], 'promises')
+})
