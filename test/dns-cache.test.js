@@ -438,3 +438,23 @@ t.test('every callback runs in its own caller\'s async context: merged miss, hit
   })))
   t.same(ids, [61, 62, 63], 'promises')
 })
+
+t.test('names: ASCII case folded, other letters as written; each spelling resolved as the caller wrote it', async (t) => {
+  const { domainToASCII } = require('node:url')
+  const { server, lookup } = await cacheWithServer(t)
+  // Pairs that String#toLowerCase() makes one name but Node's UTS-46 mapping
+  // keeps two (on some Node lines), and a name some lines refuse.
+  const names = ['xẞy.example', 'xßy.example', 'ΑΣ-1.example', 'ας-1.example', 'Ⴀx.example', 'ⴀx.example', 'XSSY.Example']
+  names.forEach((name, i) => {
+    const ascii = domainToASCII(name)
+    if (ascii !== '') server.set(ascii, { a: [`10.0.8.${i + 1}`], ttl: 60 })
+  })
+  // Node's own resolver, asking the same server, says what each spelling is.
+  const resolver = new (require('node:dns').promises.Resolver)()
+  resolver.setServers([server.server])
+  for (const name of names) {
+    const direct = await resolver.resolve4(name).then((list) => list[0], (err) => err.code)
+    const cached = await lookup(name, { family: 4 }).then((a) => a.address, (err) => err.code)
+    t.equal(cached, direct, `${name}: as Node's own resolver answers it`)
+  }
+})

@@ -117,6 +117,28 @@ function run ({ nameserver }) {
     dns.setDefaultResultOrder('verbatim')
   })
 
+  t.test('names other than ASCII: each spelling answered as the original answers it', async (t) => {
+    const { domainToASCII } = require('node:url')
+    const names = ['xẞy.example', 'xßy.example', 'ΑΣ-1.example', 'ας-1.example', 'Ⴀx.example', 'ⴀx.example', 'XSSY.Example']
+    names.forEach((name, i) => {
+      const ascii = domainToASCII(name)
+      if (ascii !== '') server.set(ascii, { a: [`10.8.0.${i + 1}`], ttl: 300 })
+    })
+    const forms = [{}, { all: true }, { family: 4 }]
+    const expected = []
+    for (const name of names) for (const form of forms) expected.push(await call(originalLookup, name, form))
+    ioHygiene.install({ http: false })
+    t.teardown(() => ioHygiene.uninstall())
+    let i = 0
+    for (const name of names) {
+      for (const form of forms) {
+        const label = `${name} ${JSON.stringify(form)}`
+        t.same(await call(dns.lookup, name, form), expected[i], label)
+        t.same(await call(dns.lookup, name, form), expected[i++], `${label} (cached)`)
+      }
+    }
+  })
+
   t.test('patched dns.promises.lookup answers exactly as the original', async (t) => {
     const expected = []
     for (const name of NAMES) for (const form of FORMS) expected.push(await callPromise(originalPromise, name, form))

@@ -73,15 +73,17 @@ class DnsCache {
   }
 
   // The hot path: the fresh entry of (hostname, slot), or undefined. Names
-  // are kept lower-case (DNS compares names case-insensitively, so LOCALHOST
-  // shares localhost's entry); only a name not found as spelled pays for
-  // lower-casing it.
+  // are kept with ASCII letters in lower case (DNS compares names so, RFC
+  // 4343: LOCALHOST shares localhost's entry); other letters stay as written,
+  // since Node's UTS-46 mapping of them can make two spellings two domains
+  // (xẞy and xßy, ΑΣ and ας). Only a name not found as spelled pays for
+  // folding it.
   hit (hostname, slot) {
     const lru = this.#lru
     if (lru === null) return undefined
     let record = lru.get(hostname)
     if (record === undefined) {
-      const key = hostname.toLowerCase()
+      const key = foldAscii(hostname)
       if (key === hostname || (record = lru.get(key)) === undefined) return undefined
     }
     const entry = record[slot]
@@ -100,7 +102,7 @@ class DnsCache {
     if (this.#closed) return false
     // A trailing dot stays part of the key: search domains apply to
     // `name` and not to `name.`, so the two can have different answers.
-    const key = hostname.toLowerCase()
+    const key = foldAscii(hostname)
     let record = this.#lru?.get(key)
     if (record === undefined) {
       if (require('./ip').isIP(hostname) !== 0) return false
@@ -111,8 +113,10 @@ class DnsCache {
     return true
   }
 
-  // `key` is the name as cached and asked upstream; `hostname` the caller's
-  // spelling, for the channels (and, in index.js's lookup functions, for its errors).
+  // `key` is the name as cached; `hostname` the caller's spelling, which is
+  // what is resolved (as Node would resolve it), published on the channels
+  // and echoed in errors (by index.js's lookup functions). Spellings that
+  // share a key differ only in ASCII case, which no resolver tells apart.
   #slow (key, hostname, record, slot, reply) {
     const now = performance.now()
     let entry = record[slot]
@@ -129,7 +133,7 @@ class DnsCache {
         this.#counters.staleServed++
         this.#latency.stale.recordZero()
         if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'stale', null)
-        if (!entry.refreshing && now >= entry.retryAt) this.#fetch(key, slot, entry, now)
+        if (!entry.refreshing && now >= entry.retryAt) this.#fetch(hostname, slot, entry, now)
         return reply(null, entry)
       }
       entry.answer = null
@@ -150,7 +154,7 @@ class DnsCache {
     entry.waiters = [AsyncResource.bind(reply)]
     // A refresh still running (the answer went past staleTtlMs meanwhile)
     // answers these callers: never two resolutions of one entry at once.
-    if (!entry.refreshing) this.#fetch(key, slot, entry, now)
+    if (!entry.refreshing) this.#fetch(hostname, slot, entry, now)
   }
 
   // `started` is the clock as the slow path read it: the resolution's latency
@@ -286,7 +290,7 @@ class DnsCache {
   // For tests: the size of the expiry heap and the entry of (hostname, slot),
   // read without counting a lookup or touching the LRU order.
   [kInspect] (hostname, slot) {
-    return { scheduled: this.#expiry?.size ?? 0, entries: this.#lru?.size ?? 0, entry: this.#lru?.peek(hostname.toLowerCase())?.[slot] }
+    return { scheduled: this.#expiry?.size ?? 0, entries: this.#lru?.size ?? 0, entry: this.#lru?.peek(foldAscii(hostname))?.[slot] }
   }
 
   stats () {
@@ -308,6 +312,19 @@ class DnsCache {
     clearInterval(this.#timer)
     this.clear()
   }
+}
+
+// `name` with ASCII letters in lower case, and nothing else changed.
+function foldAscii (name) {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i)
+    if (c >= 65 && c <= 90) return name.replace(/[A-Z]+/g, lower)
+  }
+  return name
+}
+
+function lower (letters) {
+  return letters.toLowerCase()
 }
 
 // The answer of `entry` in the order asked for.
