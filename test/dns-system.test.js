@@ -80,8 +80,29 @@ function run ({ nameserver }) {
     })
   }
 
+  // Node's errors have an internal subclass of Error as prototype, and a
+  // stack that starts in Node's dns module.
+  const nodeErrorPrototypes = new Set()
   function describeError (err) {
-    return { class: err.constructor.name, name: err.name, message: err.message, keys: Object.keys(err), ...err }
+    const prototype = Object.getPrototypeOf(err)
+    if (err.syscall === 'getaddrinfo' && prototype !== Error.prototype) nodeErrorPrototypes.add(prototype)
+    return {
+      class: err.constructor.name,
+      name: err.name,
+      message: err.message,
+      keys: Object.keys(err),
+      prototype: prototype === Error.prototype ? 'Error.prototype' : nodeErrorPrototypes.has(prototype) ? "Node's" : 'other',
+      stackStart: stackStart(err),
+      ...err,
+    }
+  }
+
+  // Where the stack starts: in Node itself (node:dns, or node:internal/dns/promises
+  // for the promise API, where ours start in node:dns), or in a file.
+  function stackStart (err) {
+    const frame = err.stack.split('\n')[1] ?? ''
+    const file = /\((.*?):\d+:\d+\)/.exec(frame)?.[1] ?? frame
+    return file.startsWith('node:') ? 'node' : file
   }
 
   async function callPromise (fn, hostname, options) {
@@ -189,6 +210,24 @@ function run ({ nameserver }) {
     t.equal(dns.lookup.name, originalLookup.name)
     t.same(Object.getOwnPropertySymbols(dns.lookup).map(String), Object.getOwnPropertySymbols(originalLookup).map(String))
     t.equal(dns.promises.lookup.length, originalPromise.length)
+    // What a call returns: Node's request object, with its public fields.
+    const describe = (request, callback) => ({
+      keys: Object.keys(request),
+      hostname: request.hostname,
+      family: request.family,
+      callback: request.callback === callback,
+      oncomplete: typeof request.oncomplete === 'function' && request.oncomplete.name,
+    })
+    for (const [name, options] of [['dual.test', {}], ['Dual.TEST', { family: 6, all: true }], ['v4.test', 4], ['missing.test', { family: 'IPv4' }]]) {
+      const done = []
+      const returned = [originalLookup, dns.lookup].map((fn) => {
+        let callback
+        done.push(new Promise((resolve) => { callback = resolve }))
+        return describe(fn(name, options, callback), callback)
+      })
+      await Promise.all(done)
+      t.same(returned[1], returned[0], `${name} ${JSON.stringify(options)}: the request object`)
+    }
   })
 
   t.test('TTL from DNS; hosts-file and search-domain names cached for fallbackTtlMs', async (t) => {
