@@ -360,15 +360,25 @@ function publish (hostname, slot, source, error) {
 }
 
 // Node creates a new error for every failed lookup; so do we, with the same
-// class, message and properties, in the same order, and the caller's own
-// spelling of the name wherever Node echoes it (message and `hostname`).
+// prototype (Node's internal subclass of Error), message and properties, in
+// the same order, and the caller's own spelling of the name wherever Node
+// echoes it (message, `hostname`, the stack's first line). The stack is the
+// original's, which starts in Node's dns module as Node's own does: no frame
+// of this file.
 function copyError (err, hostname) {
   let message = err.message
   const asked = err.hostname
   if (typeof asked === 'string' && asked !== hostname && message.endsWith(` ${asked}`)) {
     message = message.slice(0, message.length - asked.length) + hostname
   }
-  const copy = new err.constructor(message)
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  const copy = new Error(message)
+  Error.stackTraceLimit = limit
+  Object.setPrototypeOf(copy, Object.getPrototypeOf(err))
+  const stack = err.stack
+  const head = `${err.name}: ${err.message}`
+  if (typeof stack === 'string' && stack.startsWith(head)) copy.stack = `${err.name}: ${message}${stack.slice(head.length)}`
   for (const key of Object.keys(err)) copy[key] = key === 'hostname' ? hostname : err[key]
   return copy
 }
