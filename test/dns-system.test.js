@@ -138,6 +138,27 @@ function run ({ nameserver }) {
     dns.setDefaultResultOrder('verbatim')
   })
 
+  t.test('perf_hooks: one dns entry per resolution, for the name as the caller wrote it; none for hits', async (t) => {
+    const { PerformanceObserver } = require('node:perf_hooks')
+    server.set('perf.test', { a: ['10.9.0.1'], ttl: 300 })
+    const entries = []
+    const observer = new PerformanceObserver((list) => entries.push(...list.getEntries()))
+    observer.observe({ entryTypes: ['dns'] })
+    t.teardown(() => observer.disconnect())
+    ioHygiene.install({ http: false })
+    t.teardown(() => ioHygiene.uninstall())
+    const lookup = util.promisify(dns.lookup)
+    server.set('perf2.test', { a: ['10.9.0.2'], ttl: 300 })
+    await Promise.all([lookup('Perf.TEST'), lookup('perf.test')])
+    for (let i = 0; i < 5; i++) await lookup('PERF.test')
+    // Another name's entry comes after any of these: wait for it.
+    await lookup('perf2.test')
+    t.ok(await eventually(() => entries.some((e) => e.detail?.hostname === 'perf2.test')))
+    const lookups = entries.filter((e) => e.name === 'lookup' && e.detail.hostname !== 'perf2.test')
+    t.equal(lookups.length, 1, 'one resolution, one entry; merged calls and hits record none')
+    t.match(lookups[0].detail, { hostname: 'Perf.TEST', family: 0, addresses: [{ address: '10.9.0.1', family: 4 }] })
+  })
+
   t.test('names other than ASCII: each spelling answered as the original answers it', async (t) => {
     const { domainToASCII } = require('node:url')
     const names = ['xẞy.example', 'xßy.example', 'ΑΣ-1.example', 'ας-1.example', 'Ⴀx.example', 'ⴀx.example', 'XSSY.Example']
