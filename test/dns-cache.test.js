@@ -458,3 +458,27 @@ t.test('names: ASCII case folded, other letters as written; each spelling resolv
     t.equal(cached, direct, `${name}: as Node's own resolver answers it`)
   }
 })
+
+t.test('lookup() returns a request with GetAddrInfoReqWrap\'s public fields; errors copied keep a stack that is not ours', async (t) => {
+  const { server, cache } = await cacheWithServer(t)
+  server.set('req.test', { a: ['10.0.9.1'], ttl: 60 })
+  let calls = 0
+  const callback = () => calls++
+  const request = cache.lookup('req.test', { family: 4, all: true }, callback)
+  t.same(Object.keys(request), ['callback', 'family', 'hostname', 'oncomplete'])
+  t.match(request, { callback, family: 4, hostname: 'req.test' })
+  t.equal(request.oncomplete.name, 'onlookupall')
+  await eventually(() => calls === 1)
+  const hit = cache.lookup('req.test', callback)
+  t.equal(hit.oncomplete.name, 'onlookup')
+  hit.oncomplete()
+  request.oncomplete()
+  await eventually(() => calls === 2)
+  t.equal(calls, 2, 'oncomplete answers nobody')
+  const { copyError } = require('../lib/dns/cache')
+  const custom = Object.assign(new Error('lookup failed for a.test'), { hostname: 'a.test' })
+  custom.stack = 'a stack of its own'
+  const copy = copyError(custom, 'A.test')
+  t.equal(copy.message, 'lookup failed for A.test')
+  t.equal(copy.stack, 'Error: lookup failed for A.test', 'a stack that does not start with the message is not copied')
+})

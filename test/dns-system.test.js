@@ -255,30 +255,35 @@ function run ({ nameserver }) {
     const { dns: cache } = ioHygiene.install({ dns: { fallbackTtlMs: 60_000 } })
     t.teardown(() => ioHygiene.uninstall())
     const lookup = util.promisify(dns.lookup)
+    server.set('deep.sub.corp.test', { a: ['10.6.0.2'], ttl: 300 })
     server.resetCounts()
     await lookup('hosts.test')
     t.same(await lookup('both.test', { family: 6, hints: dns.V4MAPPED }), { address: '::ffff:10.5.0.1', family: 6 })
     await lookup('short')
+    // As many dots as ndots: sent as written first (no such name), then with the search domain.
+    t.same(await lookup('deep.sub'), { address: '10.6.0.2', family: 4 })
     await lookup('dual.test', { all: true })
     // The TTL queries run after callers have their answers: wait for them to land.
-    await eventually(() => cache.stats().fallbacks >= 3 && server.count('dual.test') >= 4)
+    await eventually(() => cache.stats().fallbacks >= 4 && server.count('dual.test') >= 4)
     t.equal(server.count('hosts.test'), 0, 'no DNS query for a hosts-file name')
     t.equal(server.count('both.test'), 0, 'nor for its IPv4-mapped answer')
     t.equal(server.count('short'), 0, 'no TTL query for a name the resolver sent only with a search domain')
     // The cache's own counts: one getaddrinfo per name, and TTL queries only
     // for the families DNS answered (the server's counts also see glibc's
     // retransmissions when this process is slow to answer).
-    t.match(cache.stats(), { upstreamLookups: 4, ttlQueries: 2 }, 'one getaddrinfo per name; A and AAAA for dual.test')
+    t.match(cache.stats(), { upstreamLookups: 5, ttlQueries: 3 }, 'one getaddrinfo per name; A for deep.sub, A and AAAA for dual.test')
+    t.ok(server.count('deep.sub', 'A') >= 2, 'deep.sub as written: by the system resolver, then by the TTL query')
     t.ok(server.count('dual.test', 'AAAA') >= 1)
-    t.equal(cache.stats().fallbacks, 3)
+    t.equal(cache.stats().fallbacks, 4, 'the TTL query of deep.sub found no such name: fallbackTtlMs')
     const before = server.queries
     for (let i = 0; i < 100; i++) {
       await lookup('hosts.test')
       await lookup('short')
+      await lookup('deep.sub')
       await lookup('dual.test', { all: true })
     }
     t.equal(server.queries, before, 'all served from the cache')
-    t.equal(cache.stats().upstreamLookups, 4)
+    t.equal(cache.stats().upstreamLookups, 5)
   })
 
   t.test('case variants of a name share one getaddrinfo and one entry', async (t) => {
