@@ -301,17 +301,41 @@ t.test('options are validated by name', async (t) => {
   t.throws(() => createDnsCache({ servers: [] }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => createDnsCache({ hostsFile: 5 }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => createDnsCache(null), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  for (const server of ['127.0.0.1:0', '[::1]:0', '127.0.0.1:00']) {
+    t.throws(() => createDnsCache({ servers: ['127.0.0.1', server] }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /a port from 1 to 65535/ }, `${server}: refused, not an abort`)
+  }
+  for (const key of ['queryTimeoutMs', 'sweepIntervalMs', 'maxTtlMs', 'staleTtlMs']) {
+    t.throws(() => createDnsCache({ [key]: 2 ** 31 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' }, `${key}: 2^31 refused`)
+  }
   const cache = createDnsCache({ servers: ['127.0.0.1:5353'], hostsFile: null })
   cache.close()
 })
 
+t.test('IO_HYGIENE_DNS_SERVERS with port 0 is refused with a coded error, not an abort', async (t) => {
+  const child = spawn(process.execPath, ['-r', require.resolve('../register'), '-e', ''], {
+    env: { ...process.env, IO_HYGIENE_DNS_SERVERS: '127.0.0.1:0' },
+  })
+  let stderr = ''
+  child.stderr.on('data', (chunk) => { stderr += chunk })
+  const [code, signal] = await new Promise((resolve) => child.on('exit', (code, signal) => resolve([code, signal])))
+  t.equal(signal, null, 'no signal')
+  t.equal(code, 1)
+  t.match(stderr, /ERR_IO_HYGIENE_INVALID_OPTION/)
+})
+
 // The default path (the system resolver, no `servers`) without root: names
-// the system resolver answers from this machine's /etc/hosts (localhost), with
-// TTL queries sent to a test server through dns.setServers(). A child process,
-// as the point is what keeps a process alive.
+// under .test answered as this machine's /etc/hosts answers localhost (a
+// wrapper of dns.lookup, which the cache asks as it would the system
+// resolver; localhost itself is never asked of DNS), with TTL queries sent to
+// a test server through dns.setServers(). A child process, as the point is
+// what keeps a process alive.
 const LOCALHOST_CHILD = `
   const dns = require('node:dns')
   dns.setServers([process.env.SERVER])
+  const system = dns.lookup
+  dns.lookup = function (name, ...rest) {
+    return system.call(this, /\\.test$/i.test(name) ? 'localhost' : name, ...rest)
+  }
   const { createDnsCache } = require(${JSON.stringify(require.resolve('..'))})
   const hostsFile = process.env.HOSTS || null
   // A TTL query that would wait an hour if the process waited for it.
@@ -321,9 +345,9 @@ const LOCALHOST_CHILD = `
   })
   ;(async () => {
     const answers = [
-      await lookup('localhost', { family: 6, hints: dns.V4MAPPED }),
-      await lookup('LocalHost', { family: 4 }),
-      await lookup('localhost', { family: 4 }),
+      await lookup('ttl.test', { family: 6, hints: dns.V4MAPPED }),
+      await lookup('TTL.Test', { family: 4 }),
+      await lookup('ttl.test', { family: 4 }),
     ]
     process.on('exit', () => console.log(JSON.stringify({ answers, stats: cache.stats() })))
   })()`
@@ -352,7 +376,7 @@ t.test('default path: a pending TTL query never holds the process open (hostsFil
   const { answers, stats } = await runLocalhostChild(t, { SERVER: server.server })
   t.same(answers, ['::ffff:127.0.0.1', '127.0.0.1', '127.0.0.1'])
   t.match(stats, { upstreamLookups: 2, misses: 2, hits: 1, ttlQueries: 2, fallbacks: 0 }, 'both TTL queries were still pending when the process exited')
-  t.ok(await eventually(() => server.count('localhost', 'A') === 2), 'and they had been sent')
+  t.ok(await eventually(() => server.count('ttl.test', 'A') === 2), 'and they had been sent')
 })
 
 t.test('default path: a hosts-file name never causes a DNS query, V4MAPPED answers included', async (t) => {
@@ -361,7 +385,7 @@ t.test('default path: a hosts-file name never causes a DNS query, V4MAPPED answe
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-hosts-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const hosts = path.join(dir, 'hosts')
-  fs.writeFileSync(hosts, '127.0.0.1 localhost\n')
+  fs.writeFileSync(hosts, '127.0.0.1 localhost ttl.test\n')
   const { answers, stats } = await runLocalhostChild(t, { SERVER: server.server, HOSTS: hosts })
   t.same(answers, ['::ffff:127.0.0.1', '127.0.0.1', '127.0.0.1'])
   t.match(stats, { upstreamLookups: 2, ttlQueries: 0, fallbacks: 2, upstreamQueries: 2 })
@@ -386,4 +410,75 @@ t.test('default path: answers as the original dns.lookup, case variants shared, 
   }
   // 5 (family, hints) slots: forms that differ only in `all` or `order` share one.
   t.match(cache.stats(), { upstreamLookups: 5, misses: 5, coalesced: 10, hits: 3 * 5 + 6 * 3, ttlQueries: 0, fallbacks: 5, entries: 1 })
+})
+
+t.test('every callback runs in its own caller\'s async context: merged miss, hit, stale answer, cached error', async (t) => {
+  const { AsyncLocalStorage } = require('node:async_hooks')
+  const als = new AsyncLocalStorage()
+  const { server, cache } = await cacheWithServer(t, { minTtlMs: 0, errorTtlMs: 60_000 })
+  server.set('four.test', { a: ['10.0.4.4'], ttl: 1 })
+  // Three concurrent calls, each in its own context; what each callback sees.
+  const three = (name, base, options = {}) => Promise.all([1, 2, 3].map((i) => new Promise((resolve) => {
+    als.run({ id: base + i }, () => cache.lookup(name, options, (err) => resolve([als.getStore()?.id, err?.code ?? null])))
+  })))
+  const ok = (base, code = null) => [[base + 1, code], [base + 2, code], [base + 3, code]]
+  t.same(await three('four.test', 0), ok(0), 'a miss merged into one resolution')
+  t.match(cache.stats(), { misses: 1, coalesced: 2 })
+  t.same(await three('four.test', 10), ok(10), 'hits')
+  t.same(await three('four.test', 20, { all: true }), ok(20), 'hits, all: true')
+  t.ok(await untilStale(cache, 'four.test'))
+  t.same(await three('four.test', 30), ok(30), 'stale answers')
+  t.ok(cache.stats().staleServed >= 1)
+  t.same(await three('missing.test', 40), ok(40, 'ENOTFOUND'), 'an error merged into one resolution')
+  t.same(await three('missing.test', 50), ok(50, 'ENOTFOUND'), 'cached errors')
+  t.ok(cache.stats().negativeHits >= 3)
+  const ids = await Promise.all([1, 2, 3].map((i) => als.run({ id: 60 + i }, async () => {
+    await cache.lookupAsync('promise.test').catch(() => {})
+    return als.getStore().id
+  })))
+  t.same(ids, [61, 62, 63], 'promises')
+})
+
+t.test('names: ASCII case folded, other letters as written; each spelling resolved as the caller wrote it', async (t) => {
+  const { domainToASCII } = require('node:url')
+  const { server, lookup } = await cacheWithServer(t)
+  // Pairs that String#toLowerCase() makes one name but Node's UTS-46 mapping
+  // keeps two (on some Node lines), and a name some lines refuse.
+  const names = ['xẞy.example', 'xßy.example', 'ΑΣ-1.example', 'ας-1.example', 'Ⴀx.example', 'ⴀx.example', 'XSSY.Example']
+  names.forEach((name, i) => {
+    const ascii = domainToASCII(name)
+    if (ascii !== '') server.set(ascii, { a: [`10.0.8.${i + 1}`], ttl: 60 })
+  })
+  // Node's own resolver, asking the same server, says what each spelling is.
+  const resolver = new (require('node:dns').promises.Resolver)()
+  resolver.setServers([server.server])
+  for (const name of names) {
+    const direct = await resolver.resolve4(name).then((list) => list[0], (err) => err.code)
+    const cached = await lookup(name, { family: 4 }).then((a) => a.address, (err) => err.code)
+    t.equal(cached, direct, `${name}: as Node's own resolver answers it`)
+  }
+})
+
+t.test('lookup() returns a request with GetAddrInfoReqWrap\'s public fields; errors copied keep a stack that is not ours', async (t) => {
+  const { server, cache } = await cacheWithServer(t)
+  server.set('req.test', { a: ['10.0.9.1'], ttl: 60 })
+  let calls = 0
+  const callback = () => calls++
+  const request = cache.lookup('req.test', { family: 4, all: true }, callback)
+  t.same(Object.keys(request), ['callback', 'family', 'hostname', 'oncomplete'])
+  t.match(request, { callback, family: 4, hostname: 'req.test' })
+  t.equal(request.oncomplete.name, 'onlookupall')
+  await eventually(() => calls === 1)
+  const hit = cache.lookup('req.test', callback)
+  t.equal(hit.oncomplete.name, 'onlookup')
+  hit.oncomplete()
+  request.oncomplete()
+  await eventually(() => calls === 2)
+  t.equal(calls, 2, 'oncomplete answers nobody')
+  const { copyError } = require('../lib/dns/cache')
+  const custom = Object.assign(new Error('lookup failed for a.test'), { hostname: 'a.test' })
+  custom.stack = 'a stack of its own'
+  const copy = copyError(custom, 'A.test')
+  t.equal(copy.message, 'lookup failed for A.test')
+  t.equal(copy.stack, 'Error: lookup failed for A.test', 'a stack that does not start with the message is not copied')
 })

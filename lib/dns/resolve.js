@@ -14,6 +14,7 @@ class Upstream {
   // at start only for the modules it loads.
   #hosts = null
   #ttlQuery = null
+  #ndots = 1
   #resolver = null
   #hostsFile
   #servers
@@ -42,8 +43,15 @@ class Upstream {
     return this.#hosts
   }
 
+  // resolv.conf is read once, with the first TTL query: its `ndots` and
+  // `edns0` decide what may be sent (ttl-query.js, asksAsIs()).
   #ttl () {
-    this.#ttlQuery ??= new (require('./ttl-query').TtlQuery)({ timeoutMs: this.#queryTimeoutMs, tries: 2 })
+    if (this.#ttlQuery === null) {
+      const { TtlQuery, resolverOptions } = require('./ttl-query')
+      const { ndots, edns } = resolverOptions()
+      this.#ndots = ndots
+      this.#ttlQuery = new TtlQuery({ timeoutMs: this.#queryTimeoutMs, tries: 2, edns })
+    }
     return this.#ttlQuery
   }
 
@@ -70,6 +78,9 @@ class Upstream {
       // resolver answered it from the file (a V4MAPPED ::ffff:127.0.0.1 for
       // the file's 127.0.0.1 too), and a file has no TTL to ask for.
       if (fromHosts !== undefined) return onTtl(this.#fallbackTtlMs, 'hosts')
+      // Nor one the system resolver did not send as written to the DNS servers.
+      const query = this.#ttl()
+      if (!require('./ttl-query').asksAsIs(hostname, this.#ndots)) return onTtl(this.#fallbackTtlMs, 'fallback')
       const wanted = new Set()
       let want4 = false
       let want6 = false
@@ -83,7 +94,7 @@ class Upstream {
       }
       if (want4) this.#counters.ttlQueries++
       if (want6) this.#counters.ttlQueries++
-      this.#ttl().query(dns.getServers(), hostname, want4, want6, (records) => {
+      query.query(dns.getServers(), hostname, want4, want6, (records) => {
         let ttl = Infinity
         let matched = false
         for (const r of records) {
