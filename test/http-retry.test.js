@@ -321,5 +321,7 @@ t.test('an abort made before the connection failed is honoured when the retry wo
   controller.abort()
   const err = await pending
   t.equal(err.name, 'AbortError')
-  t.equal(handle.http.stats().retries.connect, 1, 'it got as far as the first retry, and no further')
+  // undici 7 held the abort until the connection failed, so the first retry
+  // was counted and then not started; undici 8 ends the attempt at once.
+  t.ok(handle.http.stats().retries.connect <= 1, 'it got no further than the first retry')
 })
