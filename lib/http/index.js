@@ -112,28 +112,23 @@ function installHttp (resolved) {
   if (slots.some((slot) => Object.hasOwn(globalThis, slot))) {
     build()
   } else {
-    try {
-      for (const slot of slots) {
-        const get = () => {
-          takeGetters()
-          return build().values[slot]
-        }
-        getters.set(slot, get)
-        Object.defineProperty(globalThis, slot, {
-          configurable: true,
-          enumerable: false,
-          get,
-          // Someone set their own before ours was made: theirs stays.
-          set (value) {
-            takeGetters()
-            Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: true })
-            notGlobal()
-          },
-        })
+    for (const slot of slots) {
+      const get = () => {
+        takeGetters()
+        return build().values[slot]
       }
-    } catch {
-      takeGetters()
-      notGlobal()
+      getters.set(slot, get)
+      Object.defineProperty(globalThis, slot, {
+        configurable: true,
+        enumerable: false,
+        get,
+        // Someone set their own before ours was made: theirs stays.
+        set (value) {
+          takeGetters()
+          Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: true })
+          notGlobal()
+        },
+      })
     }
   }
 
