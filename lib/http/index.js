@@ -68,7 +68,7 @@ let warnedNotGlobal = false
 // Returns { value, undo }.
 function installHttp (resolved) {
   const stats = createStats()
-  let built = null // { agent, values: { [slot]: ours }, previous: { [slot]: theirs } }
+  let built = null // { agent, dispatcher, values: { [slot]: ours }, previous: { [slot]: theirs } }
   let lost = false // another dispatcher holds a slot: we could not take it
   const getters = new Map() // slot -> our lazy getter, while in place
   let undone = false // after uninstall(), not being global is no news
