@@ -1,6 +1,6 @@
 'use strict'
 
-// `node bench/monitor.js [--json] [--only sample-cost|record-cost|flood]`
+// `node bench/monitor.js [--json] [--only sample-cost|record-cost|flood|delay-sampling]`
 //
 // What the monitor costs and how fast it sees a flood, in one run:
 //   sample-cost  CPU of one sample with 100, 10,000 and 50,000 active libuv
@@ -25,6 +25,14 @@
 //                time from the flood's start to the alert (detectMs), and
 //                which sample raised it; then the same flood with the dns
 //                module installed (no alert expected).
+//   delay-sampling  Node >= 26.5's monitorEventLoopDelay({ samplePerIteration })
+//                against the timer-based histogram the monitor reads (10 ms
+//                resolution), each alone. Accuracy: 30 busy-waits of 2, 20 and
+//                50 ms, one per 15 ms timer: the longest block each reports
+//                (the timer's interval less its resolution, as the sampler
+//                reads it), and what each reports over an idle second. Cost: CPU ns per loop iteration over --iterations
+//                (200,000) setImmediate turns, against no histogram; and
+//                wakeups in an idle second.
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -224,6 +232,9 @@ function targets (scenarios) {
   // The row sampled at (about) 10,000 active requests.
   const sample = of('sample-cost').filter((r) => r.label === 'io-hygiene').sort((a, b) => Math.abs(a.activeRequests - 10_000) - Math.abs(b.activeRequests - 10_000))[0]
   if (sample) out.push({ name: 'sample-cost: a sample costs < 1x a prom-client scrape at 10,000 active requests', holds: sample.vsPromClient < 1, measured: `${sample.vsPromClient}x` })
+  for (const row of of('sample-cost').filter((r) => r.label === 'io-hygiene-otel')) {
+    out.push({ name: `sample-cost: a sample plus its OpenTelemetry collection < 1x one instrumentation-runtime-node collection at ${row.activeRequests} active requests`, holds: row.vsOtelRuntimeNode < 1, measured: `${row.vsOtelRuntimeNode}x` })
+  }
   const record = of('record-cost').find((r) => r.label === 'io-hygiene')
   if (record) out.push({ name: 'record-cost: record() < 50 ns, loop included', holds: record.nsPerRecord < 50, measured: `${record.nsPerRecord} ns, ${record.vsPerfHooks}x perf_hooks` })
   const [off, on] = ['dns-off', 'dns-on'].map((label) => of('flood').find((r) => r.label === label))
@@ -232,11 +243,104 @@ function targets (scenarios) {
   return out
 }
 
+function busy (ms) {
+  const end = performance.now() + ms
+  while (performance.now() < end);
+}
+
+// The histogram each way of sampling makes; null where Node lacks the option.
+function delayHistogram (mode) {
+  const { monitorEventLoopDelay } = require('node:perf_hooks')
+  if (mode === 'timer') return monitorEventLoopDelay({ resolution: 10 })
+  const h = monitorEventLoopDelay({ samplePerIteration: true })
+  // Older lines ignore the unknown option and make a timer histogram.
+  return typeof h.count === 'number' && perIterationSupported() ? h : null
+}
+
+function perIterationSupported () {
+  const [major, minor] = process.versions.node.split('.').map(Number)
+  return major > 26 || (major === 26 && minor >= 5)
+}
+
+async function delaySampling () {
+  const ITERATIONS = argv.includes('--iterations') ? Number(argv[argv.indexOf('--iterations') + 1]) : 200_000
+  const blocksMs = [2, 20, 50]
+  const turns = async (n) => {
+    let left = n
+    await new Promise((resolve) => {
+      const next = () => (--left > 0 ? setImmediate(next) : resolve())
+      setImmediate(next)
+    })
+  }
+  const cpuPerIteration = async (mode) => {
+    const h = mode === 'none' ? null : delayHistogram(mode)
+    h?.enable()
+    await turns(ITERATIONS / 10) // warm up
+    const since = process.cpuUsage()
+    await turns(ITERATIONS)
+    const ns = (cpuUs(since) * 1000) / ITERATIONS
+    h?.disable()
+    return ns
+  }
+  const runs = []
+  for (const mode of ['timer', 'per-iteration']) {
+    const h = delayHistogram(mode)
+    if (h === null) {
+      runs.push({ label: mode, supported: false })
+      continue
+    }
+    h.enable()
+    for (let i = 0; i < 30; i++) {
+      await sleep(15)
+      busy(blocksMs[i % blocksMs.length])
+    }
+    await sleep(15)
+    h.disable()
+    const offsetNs = mode === 'timer' ? 10e6 : 0
+    const seenMaxMs = Math.max(0, h.max - offsetNs) / 1e6
+    const p50Ms = Math.max(0, h.percentile(50) - offsetNs) / 1e6
+    // An idle second, nothing blocking: a delay reported here is no delay;
+    // the samples taken are the process's wakeups at rest.
+    const idle = delayHistogram(mode)
+    idle.enable()
+    await sleep(1_000)
+    idle.disable()
+    runs.push({
+      label: mode,
+      supported: true,
+      samples: h.count,
+      longestBlockMs: 50,
+      seenMaxMs: round(seenMaxMs, 2),
+      p50Ms: round(p50Ms, 2),
+      idleMaxMs: round(Math.max(0, idle.max - offsetNs) / 1e6, 2),
+      idleSamplesPerSecond: idle.count,
+    })
+  }
+  // Cost, alternated over three rounds; the median of each.
+  const costs = { none: [], timer: [], 'per-iteration': [] }
+  for (let round = 0; round < 3; round++) {
+    for (const mode of Object.keys(costs)) {
+      if (mode === 'per-iteration' && !perIterationSupported()) continue
+      costs[mode].push(await cpuPerIteration(mode))
+    }
+  }
+  const base = median(costs.none)
+  for (const run of runs) {
+    if (!run.supported) continue
+    const ns = median(costs[run.label])
+    run.nsPerIteration = round(ns, 1)
+    run.addedNsPerIteration = round(ns - base, 1)
+  }
+  runs.push({ label: 'none', nsPerIteration: round(base, 1) })
+  return { name: 'delay-sampling', note: `30 blocks of 2/20/50 ms; cost: median of 3 runs of ${ITERATIONS} loop turns, CPU ns per turn`, runs }
+}
+
 async function main () {
   const scenarios = []
   if (!only || only === 'sample-cost') scenarios.push(await sampleCost())
   if (!only || only === 'record-cost') scenarios.push(recordCost())
   if (!only || only === 'flood') scenarios.push(await floodScenario())
+  if (!only || only === 'delay-sampling') scenarios.push(await delaySampling())
   report({ bench: 'monitor', node: process.version, scenarios, targets: targets(scenarios) })
 }
 

@@ -241,7 +241,9 @@ t.test('with no global dispatcher set yet, undici is loaded and ours made on fir
     loadedAtInstall: false, body: 'ok', loadedAfterFetch: true, requests: 1, isGlobal: true, restored: true, previousBack: true,
   }, 'the first fetch made it, and went through it')
   t.same(await run('unused'), { loadedAtInstall: false, restored: true, slotEmpty: true }, 'never used: never loaded, and the slot is empty again')
-  t.same(await run('replaced'), { loadedAtInstall: false, dispatcher: null, restored: false, theirsStays: true }, 'someone set theirs first')
+  t.same(await run('replaced'), { loadedAtInstall: false, dispatcher: null, global: false, warning: 'IO_HYGIENE_HTTP_NOT_GLOBAL', restored: false, theirsStays: true }, 'someone set theirs first: said once, in a warning and in stats')
+  const refused = { global: false, restored: false, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'] }
+  t.same(await run('read-only'), refused, 'a slot that cannot be written: said once')
   t.same(await run('require-undici'), { loadedAtInstall: false, isGlobal: true, body: 'ok', requests: 1, restored: true, previousBack: true }, 'require(\'undici\') made it')
   t.same(await run('handle'), { loadedAtInstall: false, loadedByHandle: true, isGlobal: true, restored: true }, 'handle.http.dispatcher makes it too')
 })

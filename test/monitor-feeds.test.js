@@ -89,7 +89,8 @@ t.test('http.request: per request, by origin and outcome, from dispatch to compl
   const { startHttpServer } = require('./helpers/http-server')
   const server = await startHttpServer({ hostname: '127.0.0.1' })
   t.teardown(() => server.close())
-  ioHygiene.install({ dns: false, http: { requestTimeoutMs: 200 } })
+  // Long enough that a loaded CI machine never times out the /ok requests.
+  ioHygiene.install({ dns: false, http: { requestTimeoutMs: 1_000 } })
   t.teardown(() => ioHygiene.uninstall())
   const before = snapshot()
   for (let i = 0; i < 3; i++) t.equal(await (await fetch(server.url('/ok'))).text(), 'ok')

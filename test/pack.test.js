@@ -69,7 +69,7 @@ t.test('the packed tarball installs into an empty folder and install() works the
   const pkg = require('../package.json')
   t.equal(packed.name, pkg.name)
   t.equal(packed.version, pkg.version)
-  for (const needed of ['package.json', 'index.js', 'lib/install.js', 'register.js', 'types/index.d.ts', 'README.md', 'CHANGELOG.md', 'LICENSE']) {
+  for (const needed of ['package.json', 'index.js', 'lib/install.js', 'register.js', 'register', 'types/index.d.ts', 'README.md', 'CHANGELOG.md', 'LICENSE']) {
     t.ok(files.includes(needed), `the tarball holds ${needed}`)
   }
   const extra = files.filter((f) => /^(test|bench|examples|coverage|\.cache|\.tap|node_modules|\.ci)\//.test(f) || /\.test-d\.ts$/.test(f))
@@ -109,6 +109,10 @@ t.test('the packed tarball installs into an empty folder and install() works the
   t.match(register, /^installed true$/m, '-r io-hygiene/register installs')
   const imported = await run(process.execPath, ['--import', 'io-hygiene/register.js', '--input-type=module', '-e', "import { installed } from 'io-hygiene'; console.log('imported', installed() !== null)"], appDir)
   t.match(imported, /^imported true$/m, '--import io-hygiene/register.js installs')
+  // The bare name, as -r takes it: patched before the app's first import.
+  fs.writeFileSync(path.join(appDir, 'app.mjs'), "import { installed } from 'io-hygiene'\nconsole.log('bare', installed()?.dns != null)\n")
+  const bare = await run(process.execPath, ['--import', 'io-hygiene/register', 'app.mjs'], appDir)
+  t.match(bare, /^bare true$/m, '--import io-hygiene/register installs')
 
   const esm = await run(process.execPath, ['--input-type=module', '-e', "import { install } from 'io-hygiene'; console.log('esm', typeof install)"], appDir)
   t.match(esm, /^esm function$/m, 'ESM named imports work')

@@ -342,11 +342,13 @@ export interface HttpStats {
   budgetRefusals: number
   idleClosesLearned: number
   socketsRetired: number
+  /** Whether io-hygiene's dispatcher is undici's global one (or will be made at first use); false after an IO_HYGIENE_HTTP_NOT_GLOBAL warning. */
+  global: boolean
 }
 
 export interface HttpDispatcherHandle {
-  /** The global dispatcher install() set: an undici Agent with io-hygiene's interceptor. */
-  readonly dispatcher: import('undici').Dispatcher
+  /** The global dispatcher install() set: an undici Agent with io-hygiene's interceptor; null when another dispatcher took undici's global slot first. */
+  readonly dispatcher: import('undici').Dispatcher | null
   stats(): HttpStats
 }
 

@@ -24,6 +24,7 @@ const withHttp = install({ http: { connections: 64, requestTimeoutMs: null, lear
 expectType<HttpDispatcherHandle | null>(withHttp.http)
 expectType<number>(withHttp.http!.stats().retries.staleSocket)
 expectType<HttpStats>(withHttp.http!.stats())
+expectType<boolean>(withHttp.http!.stats().global)
 expectType<Installation>(install({ http: false }))
 expectError(install({ http: { connection: 64 } }))
 expectError(install({ http: { requestTimeoutMs: '5s' } }))

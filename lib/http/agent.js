@@ -66,6 +66,12 @@ function createAgent (cfg, stats) {
     connectTimeout: cfg.connectTimeoutMs,
     headersTimeout: cfg.headersTimeoutMs,
     bodyTimeout: cfg.bodyTimeoutMs,
+    // HTTP/1.1, as undici 7 spoke by default: Node 22's and 24's fetch reach
+    // us through undici 8's wrapper for older readers, which asks for
+    // HTTP/1.1, and undici 8 keeps a separate pool per origin for that. One
+    // protocol keeps one pool, one connection cap and one socket model per
+    // origin, whichever reader sent the request.
+    allowH2: false,
     factory: (origin, opts) => new Pool(origin, { ...opts, factory: clientFactory(originOf(origin).sockets) }),
   })
   const dispatcher = agent.compose(createRetryInterceptor(cfg, stats, originOf))

@@ -46,67 +46,128 @@ function snapshot (stats) {
   return { ...stats, retries: { ...stats.retries }, timeouts: { ...stats.timeouts } }
 }
 
-// undici's global dispatcher: what Node's global fetch (undici 6 on Node 20,
-// 7 on Node 24), undici.fetch and undici.request all read.
-const kGlobalDispatcher = Symbol.for('undici.globalDispatcher.1')
+// undici's global-dispatcher slots, the newest first. Node 26's fetch
+// (undici 8) and undici >= 8 read .2; Node 20 and 22's fetch (undici 6),
+// Node 24's (undici 7) and an application's undici 6 or 7 read .1, where
+// undici 8 keeps a wrapper that speaks their older handler API.
+// test/http-lines.test.js counts requests made through each reader on every
+// Node line, so a slot that a later line reads shows up there.
+const kCurrent = Symbol.for('undici.globalDispatcher.2')
+const kLegacy = Symbol.for('undici.globalDispatcher.1')
+const slots = [kCurrent, kLegacy]
 
-// Sets our Agent as the global dispatcher: a fresh Agent, never one composed
-// on getGlobalDispatcher() (undici #3973: composing on the global one stacks
-// interceptors on every install). Loading undici's index costs a service
-// 100 ms or more of its start, so when nothing has set a global dispatcher
-// yet, ours is made on first use: the slot holds a getter until someone
-// reads it (Node's fetch, undici's index as it loads, our handle).
+const NOT_GLOBAL = 'IO_HYGIENE_HTTP_NOT_GLOBAL'
+let warnedNotGlobal = false
+
+// Sets our Agent as the global dispatcher in every slot: a fresh Agent, never
+// one composed on the global one (undici #3973: composing on the global one
+// stacks interceptors on every install). Loading undici costs a service
+// milliseconds of its start, so when nothing has set a global dispatcher yet,
+// ours is made on first use: each slot holds a getter until someone reads
+// one (Node's fetch, undici's index as it loads, our handle).
 // Returns { value, undo }.
 function installHttp (resolved) {
   const stats = createStats()
-  let built = null // { undici, agent, dispatcher, previous }
+  let built = null // { agent, dispatcher, values: { [slot]: ours }, previous: { [slot]: theirs } }
+  let lost = false // another dispatcher holds a slot: we could not take it
+  const getters = new Map() // slot -> our lazy getter, while in place
+  let undone = false // after uninstall(), not being global is no news
+
   const build = () => {
     const undici = require('./undici')
     const { agent, dispatcher } = require('./agent').createAgent(resolved, stats)
-    // Nothing before us (the lazy case): uninstall() leaves what undici
-    // itself would have set, a default Agent.
-    const previous = undici.getGlobalDispatcher() ?? new undici.Agent()
-    built = { undici, agent, dispatcher, previous }
-    undici.setGlobalDispatcher(dispatcher)
+    const values = { [kCurrent]: dispatcher, [kLegacy]: new undici.Dispatcher1Wrapper(dispatcher) }
+    // What uninstall() puts back. An empty slot gets what undici would have
+    // put there, a default Agent: Node's fetch may have read ours already.
+    let fallback = null
+    const previous = {}
+    for (const slot of slots) {
+      previous[slot] = globalThis[slot]
+      if (previous[slot] !== undefined) continue
+      fallback ??= new undici.Agent()
+      previous[slot] = slot === kCurrent ? fallback : new undici.Dispatcher1Wrapper(fallback)
+    }
+    built = { agent, dispatcher, values, previous }
+    try {
+      for (const slot of slots) define(slot, values[slot])
+    } catch {
+      // A slot that is not writable (a frozen globalThis, say).
+      notGlobal()
+    }
     return built
   }
 
-  let lazy = false
-  if (Object.hasOwn(globalThis, kGlobalDispatcher)) {
+  // Our getters come off all together, whichever slot was touched first.
+  const takeGetters = () => {
+    for (const [slot, get] of getters) {
+      if (Object.getOwnPropertyDescriptor(globalThis, slot)?.get === get) delete globalThis[slot]
+    }
+    getters.clear()
+  }
+  const notGlobal = () => {
+    lost = true
+    warnNotGlobal()
+  }
+
+  if (slots.some((slot) => Object.hasOwn(globalThis, slot))) {
     build()
   } else {
-    lazy = true
-    Object.defineProperty(globalThis, kGlobalDispatcher, {
-      configurable: true,
-      enumerable: false,
-      // Read once: build() replaces this property with undici's own.
-      get () {
-        delete globalThis[kGlobalDispatcher]
-        return build().dispatcher
-      },
-      set (value) {
-        Object.defineProperty(globalThis, kGlobalDispatcher, { value, writable: true, enumerable: false, configurable: true })
-      },
-    })
+    for (const slot of slots) {
+      const get = () => {
+        takeGetters()
+        return build().values[slot]
+      }
+      getters.set(slot, get)
+      Object.defineProperty(globalThis, slot, {
+        configurable: true,
+        enumerable: false,
+        get,
+        // Someone set their own before ours was made: theirs stays.
+        set (value) {
+          takeGetters()
+          Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: true })
+          notGlobal()
+        },
+      })
+    }
+  }
+
+  // Whether every slot holds ours, or our getter that makes it.
+  const isGlobal = () => {
+    if (lost) return false
+    if (built === null) {
+      return slots.every((slot) => getters.has(slot) && Object.getOwnPropertyDescriptor(globalThis, slot)?.get === getters.get(slot))
+    }
+    return slots.every((slot) => globalThis[slot] === built.values[slot])
+  }
+  const verify = () => {
+    const global = isGlobal()
+    if (!global && !undone) notGlobal()
+    return global
   }
 
   const value = {
-    // Ours, made now if it was not yet; null if another took the slot first.
+    // Ours, made now if it was not yet; null if another took the slots first.
     get dispatcher () {
-      if (built === null) readSlot()
+      if (built === null && getters.size > 0) globalThis[kCurrent] // eslint-disable-line no-unused-expressions
+      verify()
       return built === null ? null : built.dispatcher
     },
-    stats: () => snapshot(stats),
+    stats: () => ({ ...snapshot(stats), global: verify() }),
   }
   function undo () {
+    undone = true
     if (built === null) {
-      // Never used: take the getter away, if it is still ours.
-      const ours = lazy && typeof Object.getOwnPropertyDescriptor(globalThis, kGlobalDispatcher)?.get === 'function'
-      if (ours) delete globalThis[kGlobalDispatcher]
+      // Never used: take the getters away, if they are still ours.
+      const ours = !lost && isGlobal()
+      takeGetters()
       return ours
     }
-    const ours = built.undici.getGlobalDispatcher() === built.dispatcher
-    if (ours) built.undici.setGlobalDispatcher(built.previous)
+    let ours = true
+    for (const slot of slots) {
+      if (globalThis[slot] === built.values[slot]) define(slot, built.previous[slot])
+      else ours = false
+    }
     // Graceful: requests under way finish, idle sockets close.
     built.agent.close().catch(() => {})
     return ours
@@ -114,9 +175,18 @@ function installHttp (resolved) {
   return { value, undo }
 }
 
-// Reading the slot runs the getter that makes our Agent.
-function readSlot () {
-  return globalThis[kGlobalDispatcher]
+// As undici's own setGlobalDispatcher() defines a slot.
+function define (slot, value) {
+  Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: false })
 }
 
-module.exports = { spec, check, installHttp }
+function warnNotGlobal () {
+  if (warnedNotGlobal) return
+  warnedNotGlobal = true
+  process.emitWarning('io-hygiene could not make its dispatcher undici\'s global one: another dispatcher holds the slot. ' +
+    'Node\'s fetch, undici.fetch and undici.request go around its connection caps, deadlines and retries. ' +
+    'Call install() before anything sets undici\'s global dispatcher, or pass installation.http.dispatcher to your requests.',
+  { code: NOT_GLOBAL, type: 'IoHygieneWarning' })
+}
+
+module.exports = { spec, check, installHttp, NOT_GLOBAL }

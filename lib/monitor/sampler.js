@@ -28,6 +28,10 @@ class Sampler {
 
   constructor ({ resolutionMs }) {
     this.#resolutionNs = resolutionMs * 1e6
+    // The timer-based histogram on every line, Node 26's samplePerIteration
+    // too (bench/monitor.js delay-sampling): that one records every loop
+    // turn, a cost that grows with load, and its figures would mean another
+    // thing on 26 than on 22 and 24 in one fleet's dashboards.
     this.#delay = monitorEventLoopDelay({ resolution: resolutionMs })
     this.#delay.enable()
     this.#observer = new PerformanceObserver((list) => {

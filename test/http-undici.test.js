@@ -1,0 +1,21 @@
+'use strict'
+
+// lib/http/undici.js reaches past undici's index into its files (it says
+// why). Each must still be the class or object undici's index exports: this
+// fails on the first undici release that moves, renames or splits one.
+const t = require('tap')
+const undici = require('undici')
+const reach = require('../lib/http/undici')
+
+t.test('every private file lib/http uses is what undici\'s index exports', async (t) => {
+  t.same(Object.keys(reach).sort(), ['Agent', 'Client', 'Dispatcher1Wrapper', 'Pool', 'errors'], 'the whole reach, listed here')
+  for (const name of ['Agent', 'Pool', 'Client', 'Dispatcher1Wrapper']) {
+    t.equal(reach[name], undici[name], name)
+  }
+  t.equal(reach.errors, undici.errors, 'errors')
+})
+
+t.test('undici is the major package.json asks for', async (t) => {
+  const want = require('../package.json').dependencies.undici.match(/\d+/)[0]
+  t.equal(require('undici/package.json').version.split('.')[0], want)
+})
