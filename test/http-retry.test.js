@@ -289,16 +289,35 @@ t.test('an abort during the backoff ends the request at once', async (t) => {
   t.equal(server.counts.requests, 2, 'neither was sent again')
 })
 
-t.test('no backoff timer keeps the process alive', async (t) => {
+// The caller awaits a retry's wait: a script whose only work left is that
+// request exits when its promise settles, never before.
+function runBackoffFixture (mode, url) {
+  const fixture = path.join(__dirname, 'fixtures', 'http-backoff-exit.js')
+  return new Promise((resolve) => {
+    execFile(process.execPath, [fixture, mode, url], { timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err?.code ?? 0, stdout: stdout.trim(), stderr })
+    })
+  })
+}
+
+t.test('a retry backoff after a refused connection keeps the process up until the request fails', async (t) => {
+  const gone = await startHttpServer()
+  await gone.close()
+  const r = await runBackoffFixture('refused', gone.url('/'))
+  t.equal(r.stdout, 'failed ECONNREFUSED after 2 retries (refused)', r.stderr)
+  t.equal(r.code, 1, 'the exit code the script set when its promise rejected')
+})
+
+t.test('a Retry-After wait keeps the process up until the retried request answers', async (t) => {
   const server = await startHttpServer()
   t.teardown(() => server.close())
-  server.handler = (req, res) => answer(req, res, 503, { 'retry-after': '8' })
-  const fixture = path.join(__dirname, 'fixtures', 'http-backoff-exit.js')
-  const out = await new Promise((resolve, reject) => {
-    execFile(process.execPath, [fixture, server.url('/')], (err, stdout) => err ? reject(err) : resolve(stdout))
-  })
-  t.equal(out.trim(), 'exited while waiting to retry')
-  t.equal(server.counts.requests, 1)
+  server.handler = (req, res) => server.counts.requests === 1
+    ? answer(req, res, 503, { 'retry-after': '1' })
+    : answer(req, res, 200)
+  const r = await runBackoffFixture('retry-after', server.url('/'))
+  t.equal(r.stdout, 'settled 200 after 1 retries', r.stderr)
+  t.equal(r.code, 0)
+  t.equal(server.counts.requests, 2)
 })
 
 t.test('a response that says Connection: close teaches nothing when its socket closes', async (t) => {
