@@ -54,9 +54,12 @@
 // (one setImmediate later), so that request is on its way first.
 // `concurrency` bounds batches in flight over all groups; above 1 it needs
 // groupOf (otherwise there is one group and it would be ignored).
-// Timers: one unref'd timer per batcher drives linger, retry backoff, item
-// deadlines and overflow waits; it is ref'd only while someone awaits flush()
-// or close(), and their own deadlines are ref'd timers.
+// Timers: one timer per batcher drives linger, retry backoff, item
+// deadlines and overflow waits. It is ref'd while a caller waits behind it
+// (a batch in flight or waiting to retry, a push waiting for room, a flush()
+// or close()), so a script does not exit with a push unsettled; a linger
+// alone is background work and leaves it unref'd (flushOnSignals sends what
+// lingers when the loop runs dry). flush() and close() deadlines are ref'd.
 const { channels } = require('./diagnostics')
 const { histogram } = require('./monitor/registry')
 const { onShutdown, offShutdown } = require('./shutdown')
@@ -918,14 +921,22 @@ class Batcher {
         }, timeoutMs)
       }
       this.#waiters.push(waiter)
-      if (this.#timer !== null) this.#timer.ref()
+      this.#refTimer()
     })
   }
 
   #unwait (waiter) {
     clearTimeout(waiter.timer)
     this.#waiters.splice(this.#waiters.indexOf(waiter), 1)
-    if (this.#waiters.length === 0 && this.#timer !== null) this.#timer.unref()
+    this.#refTimer()
+  }
+
+  // Ref'd while a caller waits behind the timer (see the top of this file).
+  #refTimer () {
+    const timer = this.#timer
+    if (timer === null) return
+    if (this.#waiters.length > 0 || this.#batched > 0 || this.#waiting.length > 0) timer.ref()
+    else timer.unref()
   }
 
   #rejectAll (what, timeoutMs) {
@@ -968,11 +979,12 @@ class Batcher {
       return
     }
     // An earlier timer is fine: the pump it runs re-arms.
-    if (this.#timer !== null && this.#timerAt <= next) return
-    clearTimeout(this.#timer)
-    this.#timerAt = next
-    this.#timer = setTimeout(this.#onTimer, Math.max(1, Math.ceil(next - now)))
-    if (this.#waiters.length === 0) this.#timer.unref()
+    if (this.#timer === null || this.#timerAt > next) {
+      clearTimeout(this.#timer)
+      this.#timerAt = next
+      this.#timer = setTimeout(this.#onTimer, Math.max(1, Math.ceil(next - now)))
+    }
+    this.#refTimer()
   }
 
   #record (durationMs) {

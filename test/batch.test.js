@@ -936,3 +936,15 @@ t.test('beforeExit sends what lingers behind the unref\'d timer', async (t) => {
   const control = await runFixture(t, 'before-exit-off')
   t.same(control.lines, ['exit'], 'without flushOnSignals the lingering items are never sent')
 })
+
+t.test('a push whose first send fails keeps the process up through the retry backoff', async (t) => {
+  const r = await runFixture(t, 'retry-then-end')
+  t.equal(r.code, 0)
+  t.same(r.lines, ['sent a', 'sent a', 'acked a', 'exit inFlight 0'])
+})
+
+t.test('a send that never answers holds the process until the delivery deadline rejects the push', async (t) => {
+  const r = await runFixture(t, 'unanswered')
+  t.equal(r.code, 0)
+  t.same(r.lines, ['sent a', 'rejected a ERR_IO_HYGIENE_DELIVERY_TIMEOUT', 'exit'])
+})
