@@ -142,6 +142,32 @@ t.test('a flush() begun during a Retry-After wait keeps the process up to its en
   t.same(delivered(), [{ a: 1 }])
 })
 
+function runSinkFixture (url) {
+  const fixture = path.join(__dirname, 'fixtures', 'http-sink-exit.js')
+  return new Promise((resolve) => {
+    execFile(process.execPath, [fixture, url], { timeout: 30_000 }, (err, stdout, stderr) => {
+      resolve({ code: err?.code ?? 0, stdout: stdout.trim(), stderr })
+    })
+  })
+}
+
+t.test('a push waiting out Retry-After keeps a script up until it is delivered, without close()', async (t) => {
+  const replies = [{ status: 503, headers: { 'retry-after': '1' } }]
+  const { delivered, url } = await ingest(t, () => replies.shift() ?? 200)
+  const r = await runSinkFixture(url)
+  t.equal(r.stdout, 'delivered after 2 requests', r.stderr)
+  t.equal(r.code, 0)
+  t.same(delivered(), [{ a: 1 }])
+})
+
+t.test('a push to a refused port keeps a script up until its delivery deadline rejects it', async (t) => {
+  const gone = await startHttpServer()
+  await gone.close()
+  const r = await runSinkFixture(gone.url('/ingest'))
+  t.equal(r.stdout, 'rejected ERR_IO_HYGIENE_DELIVERY_TIMEOUT (ECONNREFUSED)', r.stderr)
+  t.equal(r.code, 1)
+})
+
 t.test('close() during a long Retry-After wait rejects what is held and ends the wait', async (t) => {
   const { seen, url } = await ingest(t, () => ({ status: 503, headers: { 'retry-after': '3600' } }))
   const sink = createHttpSink({ url, deliveryTimeoutMs: 7_200_000 })

@@ -149,7 +149,6 @@ class HttpSink {
   #batcher
   #refusedBytes = Infinity // the smallest body that got a 413
   #lastFailure = null // of a request to be tried again, until a 2xx
-  #awaited = 0 // flush() and close() calls not settled yet
   #sleeps = new Map() // Retry-After timers -> what ends their wait
   #requests = new Set() // AbortControllers of requests in flight
   #counters = {
@@ -221,14 +220,14 @@ class HttpSink {
   }
 
   flush (options) {
-    return this.#await(this.#batcher.flush(options))
+    return this.#batcher.flush(options)
   }
 
   // Sends everything held; at timeoutMs, what is left is rejected with
   // ERR_IO_HYGIENE_TIMEOUT. Then nothing of the sink is left running: a
   // request still in flight is aborted and a Retry-After wait ended.
   close (options) {
-    return this.#await(this.#batcher.close(options)).finally(() => {
+    return this.#batcher.close(options).finally(() => {
       if (!this.#batcher.closed) return
       for (const controller of this.#requests) controller.abort(new ERR_IO_HYGIENE_CLOSED(this.#options.name))
       for (const [timer, wake] of this.#sleeps) {
@@ -268,22 +267,14 @@ class HttpSink {
     event.reject(err)
   }
 
-  // Timers that a caller of flush() or close() waits behind are ref'd, and
-  // only then: a background sink does not keep the process alive.
-  #await (promise) {
-    if (this.#awaited++ === 0) for (const timer of this.#sleeps.keys()) timer.ref()
-    return promise.finally(() => {
-      if (--this.#awaited === 0) for (const timer of this.#sleeps.keys()) timer.unref()
-    })
-  }
-
+  // A Retry-After wait is ref'd: the pushes of the batch await it, and a
+  // script must not exit with them unsettled (the delivery deadline bounds it).
   #sleep (delay) {
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.#sleeps.delete(timer)
         resolve()
       }, delay)
-      if (this.#awaited === 0) timer.unref()
       this.#sleeps.set(timer, resolve)
     })
   }
