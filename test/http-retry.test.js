@@ -187,6 +187,27 @@ t.test('fetch bodies are buffered up to maxReplayBodyBytes so that they can be r
   t.equal(handle.http.stats().retries.staleSocket, 1)
 })
 
+t.test('a body longer than its content-length is never read past it', async (t) => {
+  const { server } = await setup(t)
+  let pulled = 0
+  let ended = false
+  // Bounded, but far more than maxReplayBodyBytes: 4,096 chunks of 64 KiB.
+  async function * endless () {
+    try {
+      for (; pulled < 4096; pulled++) yield Buffer.alloc(65_536, 120)
+    } finally {
+      ended = true
+    }
+  }
+  const err = await undici.request(server.url('/upload'), {
+    method: 'POST', body: endless(), headers: { 'content-length': '10' },
+  }).catch((err) => err)
+  t.equal(err.code, 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH', 'as a plain Agent fails it')
+  t.ok(pulled <= 1, `${pulled + 1} chunk(s) read, not the whole body`)
+  t.ok(ended, 'the body was ended')
+  t.equal(server.counts.requests, 0)
+})
+
 t.test('503 with Retry-After is honoured for a GET, never for a POST', async (t) => {
   const { server, handle } = await setup(t)
   let calls = 0

@@ -130,7 +130,7 @@ class SafeRequest {
       this.#replayable = false
       return this.#send(this.#startedAt)
     }
-    readBody(body).then((buffer) => {
+    readBody(body, length, undiciErrors.RequestContentLengthMismatchError).then((buffer) => {
       this.#opts.body = buffer
       this.#resend()
     }, (err) => this.#fail(err))
