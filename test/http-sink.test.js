@@ -456,3 +456,17 @@ t.test('Retry-After reads delay-seconds and HTTP-dates', async (t) => {
   t.equal(retryAfterMs(undefined, now), 0)
   t.ok(retryAfterMs('Thu, 01 Jan 2099 00:00:00 GMT') > 0)
 })
+
+t.test('the pushes waiting for room are bounded, as the batcher bounds them', async (t) => {
+  const { seen, url } = await ingest(t, () => 'hang')
+  const sink = createHttpSink({ url, maxBatchItems: 1, maxQueuedItems: 1, maxWaitingItems: 1, requestTimeoutMs: 60_000 })
+  const held = sink.push({ a: 1 })
+  held.catch(() => {})
+  t.ok(await eventually(() => seen.length === 1), 'the first is in flight')
+  const waits = sink.push({ a: 2 })
+  waits.catch(() => {})
+  await t.rejects(sink.push({ a: 3 }), { code: 'ERR_IO_HYGIENE_QUEUE_FULL', message: /maxWaitingItems 1/ })
+  t.match(sink.stats(), { waiting: 1, rejected: 1 })
+  await t.rejects(sink.close({ timeoutMs: 1 }), { code: 'ERR_IO_HYGIENE_TIMEOUT' })
+  await t.rejects(waits, { code: 'ERR_IO_HYGIENE_TIMEOUT' })
+})

@@ -142,6 +142,8 @@ export interface BatcherOptions<T, R = unknown> {
   maxQueuedBytes?: number
   overflow?: 'wait' | 'reject'
   maxWaitMs?: number
+  maxWaitingItems?: number
+  maxWaitingBytes?: number
   concurrency?: number
   deliveryTimeoutMs?: number
   retryBackoffMs?: number
@@ -366,6 +368,8 @@ export interface HttpSinkOptions {
   maxQueuedBytes?: number
   overflow?: 'wait' | 'reject'
   maxQueueWaitMs?: number
+  maxWaitingItems?: number
+  maxWaitingBytes?: number
   requestTimeoutMs?: number
   /** From push() to the 2xx, retries included. Default 120000. */
   deliveryTimeoutMs?: number
@@ -421,6 +425,8 @@ export interface WrapProducerOptions {
   maxQueuedBytes?: number
   overflow?: 'wait' | 'reject'
   maxQueueWaitMs?: number
+  maxWaitingMessages?: number
+  maxWaitingBytes?: number
   deliveryTimeoutMs?: number
   retryBackoffMs?: number
   maxRetryBackoffMs?: number
