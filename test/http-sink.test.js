@@ -427,7 +427,7 @@ t.test('every option is validated with a coded error', async (t) => {
     [{ url, headers: 'x' }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, headers: [] }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, headers: new Headers({ authorization: 'x' }) }, 'ERR_IO_HYGIENE_INVALID_OPTION', /a plain object/],
-    [{ url: 'http://user:secret@localhost/' }, 'ERR_IO_HYGIENE_INVALID_OPTION', /without credentials/],
+    [{ url: 'http://user:secret@localhost/' }, 'ERR_IO_HYGIENE_INVALID_OPTION', /without credentials.*got "http:\/\/<redacted>@localhost\/"$/],
     [{ url, headers: { 'bad name': 'x' } }, 'ERR_IO_HYGIENE_INVALID_OPTION', /headers\["bad name"\]/],
     [{ url, headers: { 'Content-Length': '5' } }, 'ERR_IO_HYGIENE_INVALID_OPTION', /the sink sets those/],
     [{ url, headers: { 'x-a': 5 } }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
@@ -469,4 +469,18 @@ t.test('the pushes waiting for room are bounded, as the batcher bounds them', as
   t.match(sink.stats(), { waiting: 1, rejected: 1 })
   await t.rejects(sink.close({ timeoutMs: 1 }), { code: 'ERR_IO_HYGIENE_TIMEOUT' })
   await t.rejects(waits, { code: 'ERR_IO_HYGIENE_TIMEOUT' })
+})
+
+t.test('an error answer forges no log line and shows no query string; its body stays on err.body', async (t) => {
+  const hostile = 'bad record\r\n2026-01-01 INFO all good \u001b[2J\u202eevil'
+  const { url } = await ingest(t, () => ({ status: 400, body: hostile }))
+  const sink = sinkFor(t, { url: `${url}?api_key=s3cret&x=1` })
+  const err = await sink.push({ a: 1 }).catch((err) => err)
+  t.equal(err.code, 'ERR_IO_HYGIENE_HTTP_STATUS')
+  t.equal(err.body, hostile, 'the excerpt, raw, for code that reads it')
+  // eslint-disable-next-line no-control-regex -- the point of the test
+  t.notMatch(err.message, /[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/, 'no control character in the message')
+  t.match(err.message, 'bad record\\u000d\\u000a2026-01-01 INFO', 'shown escaped')
+  t.notMatch(err.message, 's3cret')
+  t.match(err.message, `POST ${url}?<redacted> answered 400`)
 })

@@ -29,6 +29,7 @@ const {
   ERR_IO_HYGIENE_CLOSED,
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
   ERR_IO_HYGIENE_HTTP_STATUS,
+  redactUrl,
 } = require('../errors')
 
 const gzip = promisify(zlib.gzip)
@@ -52,7 +53,8 @@ function httpUrl () {
     }
     // undici would drop credentials in the URL without a word: they go in headers.
     if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username !== '' || url.password !== '') {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an http: or https: URL without credentials (send them in headers)', typeof value === 'string' ? value : String(value))
+      const shown = url !== null ? redactUrl(url.href) : typeof value === 'string' ? value : String(value)
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an http: or https: URL without credentials (send them in headers)', shown)
     }
     return url.href
   }
@@ -146,6 +148,7 @@ async function excerptOf (body) {
 class HttpSink {
   #options
   #url
+  #shownUrl // in messages: no query string
   #request
   #headers
   #batcher
@@ -166,6 +169,7 @@ class HttpSink {
   constructor (options, request) {
     this.#options = options
     this.#url = options.url
+    this.#shownUrl = redactUrl(options.url)
     this.#request = request
     this.#headers = { 'content-type': CONTENT_TYPES[options.format], ...options.headers }
     if (options.compression === 'gzip') this.#headers['content-encoding'] = 'gzip'
@@ -301,7 +305,7 @@ class HttpSink {
       return this.#split(events)
     }
     const o = this.#options
-    const err = new ERR_IO_HYGIENE_HTTP_STATUS(`${o.method} ${this.#url}`, status, excerpt)
+    const err = new ERR_IO_HYGIENE_HTTP_STATUS(`${o.method} ${this.#shownUrl}`, status, excerpt)
     err.status = status
     err.body = excerpt
     if (status === 429 || status >= 500) {
@@ -351,7 +355,7 @@ class HttpSink {
     // before its own deadline timer does.
     const timeoutMs = capped ? Math.max(1, Math.floor(left) - 1) : o.requestTimeoutMs
     const controller = new AbortController()
-    const timer = setTimeout(() => controller.abort(new ERR_IO_HYGIENE_TIMEOUT(`${o.method} ${this.#url}`, timeoutMs)), timeoutMs)
+    const timer = setTimeout(() => controller.abort(new ERR_IO_HYGIENE_TIMEOUT(`${o.method} ${this.#shownUrl}`, timeoutMs)), timeoutMs)
     timer.unref() // the request's socket keeps the process alive
     this.#requests.add(controller)
     this.#counters.requests++
