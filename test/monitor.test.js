@@ -95,6 +95,35 @@ t.test('conditions parse, or fail with ERR_IO_HYGIENE_INVALID_CONDITION naming w
   t.throws(() => createMonitor({ conditions: ['elu > 0.9', 'nope'] }), { code: 'ERR_IO_HYGIENE_INVALID_CONDITION', message: /createMonitor\(\): condition "nope"/ })
 })
 
+t.test('a near miss of a resource type Node reports is refused: its condition could never fire', async (t) => {
+  const { parseCondition, RESOURCE_TYPES } = require('../lib/monitor/conditions')
+  const d = { cooldownMs: 0 }
+  for (const [typo, meant] of [['GetAddrInfoReqWraps', 'GetAddrInfoReqWrap'], ['Getaddrinforeqwrap', 'GetAddrInfoReqWrap'], ['Timeouts', 'Timeout'], ['FsReqCallback', 'FSReqCallback'], ['TCPSockWrap', 'TCPSocketWrap']]) {
+    t.throws(() => parseCondition(`${typo} > 100 for 3 samples`, d),
+      { code: 'ERR_IO_HYGIENE_INVALID_CONDITION', message: `unknown resource type "${typo}" (did you mean ${meant}?` }, typo)
+  }
+  t.throws(() => createMonitor({ conditions: ['GetAddrInfoReqWraps > 100 for 3 samples'] }), { code: 'ERR_IO_HYGIENE_INVALID_CONDITION' })
+  t.equal(parseCondition('SomeFutureWrap > 1', d).metric, 'SomeFutureWrap', 'a name far from every known type may be a newer Node\'s')
+  // What this Node reports for the resources the test holds is known.
+  const server = net.createServer()
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const client = net.connect(server.address().port, '127.0.0.1')
+  await new Promise((resolve) => client.on('connect', resolve))
+  const socket = dgram.createSocket('udp4')
+  await new Promise((resolve) => socket.bind(0, '127.0.0.1', resolve))
+  const timer = setTimeout(() => {}, 60_000)
+  const reading = fs.promises.readFile(__filename)
+  const stat = new Promise((resolve) => fs.stat(__filename, resolve))
+  const lookup = new Promise((resolve) => dns.lookup('localhost', resolve))
+  const types = new Set(process.getActiveResourcesInfo())
+  await Promise.all([reading, stat, lookup])
+  clearTimeout(timer)
+  socket.close()
+  client.destroy()
+  await new Promise((resolve) => server.close(resolve))
+  for (const type of types) t.ok(RESOURCE_TYPES.includes(type), `${type} is a known type`)
+})
+
 t.test('requests and handles are counted by type, from resources this test creates', async (t) => {
   const m = monitor(t)
   const server = net.createServer()
