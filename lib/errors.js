@@ -108,6 +108,11 @@ const ERR_IO_HYGIENE_MISSING_PEER = createError(
   (where, name) => `${where} needs the optional peer dependency "${name}", which could not be loaded (npm install ${name})`,
   Error
 )
+const ERR_IO_HYGIENE_ALREADY_REGISTERED = createError(
+  'ERR_IO_HYGIENE_ALREADY_REGISTERED',
+  (where, detail) => `${where}: ${detail}`,
+  Error
+)
 // An HTTP answer that fails a request for good; `status` and `body` (an
 // excerpt) are set on it by its maker.
 // Both `what` and the excerpt come from outside: printable only.
@@ -172,4 +177,5 @@ module.exports = {
   ERR_IO_HYGIENE_MISSING_PEER,
   ERR_IO_HYGIENE_INVALID_CONDITION,
   ERR_IO_HYGIENE_HTTP_STATUS,
+  ERR_IO_HYGIENE_ALREADY_REGISTERED,
 }

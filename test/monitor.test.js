@@ -387,6 +387,21 @@ t.test('gauges and window histograms reach a real StatsD receiver', async (t) =>
   t.ok(receiver.packets < receiver.lines, `batched: ${receiver.lines} lines in ${receiver.packets} packets`)
 })
 
+t.test('a second monitor on the same prom-client registry gets a coded error saying what to do', async (t) => {
+  const registry = new Registry()
+  const first = monitor(t, { registry })
+  const before = process.getActiveResourcesInfo().length
+  t.throws(() => createMonitor({ ...QUIET, registry }), {
+    code: 'ERR_IO_HYGIENE_ALREADY_REGISTERED',
+    message: /already holds io_hygiene_active_requests: one monitor per registry\. Close the monitor that registered it first/,
+  })
+  t.equal(process.getActiveResourcesInfo().length, before, 'the refused monitor left no timer behind')
+  t.match(await registry.metrics(), /io_hygiene_active_requests/, 'the first still serves')
+  await first.close()
+  monitor(t, { registry })
+  t.match(await registry.metrics(), /io_hygiene_active_requests/, 'after close(), another may register')
+})
+
 t.test('a prom-client registry exposes the sample and the histograms under Prometheus names', async (t) => {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })

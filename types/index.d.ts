@@ -22,6 +22,7 @@ export type ErrorCode =
   | 'ERR_IO_HYGIENE_MISSING_PEER'
   | 'ERR_IO_HYGIENE_INVALID_CONDITION'
   | 'ERR_IO_HYGIENE_HTTP_STATUS'
+  | 'ERR_IO_HYGIENE_ALREADY_REGISTERED'
 
 export interface IoHygieneError extends Error {
   code: ErrorCode

@@ -98,9 +98,10 @@ class Monitor {
   constructor (o) {
     this.#o = o
     this.#conditions = o.conditions.map((c) => ({ ...parseCondition(c, o), streak: 0, firedAt: -Infinity, fired: 0 }))
+    // First: it may refuse the registry, and nothing is started yet.
+    if (o.registry !== null) this.#prom = register(o.registry, () => this.#latest(), () => this.#totals)
     this.#sampler = new Sampler({ resolutionMs: o.delayResolutionMs })
     if (o.statsd !== null) this.#statsd = new StatsdOutput(o.statsd, o.statsdPrefix)
-    if (o.registry !== null) this.#prom = register(o.registry, () => this.#latest(), () => this.#totals)
     this.#due = performance.now() + o.intervalMs
     this.#timer = setInterval(() => this.#tick(), o.intervalMs)
     this.#timer.unref()
