@@ -107,10 +107,10 @@ t.test('a near miss of a resource type Node reports is refused: its condition co
   // What this Node reports for the resources the test holds is known.
   const server = net.createServer()
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const accepted = new Promise((resolve) => server.once('connection', resolve))
   const client = net.connect(server.address().port, '127.0.0.1')
   await new Promise((resolve) => client.on('connect', resolve))
-  const socket = dgram.createSocket('udp4')
-  await new Promise((resolve) => socket.bind(0, '127.0.0.1', resolve))
+  const peer = await accepted
   const timer = setTimeout(() => {}, 60_000)
   const reading = fs.promises.readFile(__filename)
   const stat = new Promise((resolve) => fs.stat(__filename, resolve))
@@ -118,8 +118,9 @@ t.test('a near miss of a resource type Node reports is refused: its condition co
   const types = new Set(process.getActiveResourcesInfo())
   await Promise.all([reading, stat, lookup])
   clearTimeout(timer)
-  socket.close()
+  peer.destroy()
   client.destroy()
+  await Promise.all([peer, client].map((s) => new Promise((resolve) => s.once('close', resolve))))
   await new Promise((resolve) => server.close(resolve))
   for (const type of types) t.ok(RESOURCE_TYPES.includes(type), `${type} is a known type`)
 })
@@ -490,4 +491,30 @@ t.test('the monitor never keeps a process alive', async (t) => {
   const { code, stdout, stderr } = await run(fixture, dir)
   t.equal(code, 0, stderr)
   t.equal(stdout, 'done\n')
+})
+
+// -r io-hygiene/register with the monitor on from the environment only.
+function runAlertFixture (env, flags = []) {
+  const args = [...flags, '-r', require.resolve('../register.js'), path.join(__dirname, 'fixtures', 'monitor-alert.js')]
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^io_?hyg/i.test(k)))
+  return new Promise((resolve) => {
+    // Without the test runner's hooks, whose loader thread runs -r once more.
+    execFile('/bin/sh', ['-c', 'unset NODE_OPTIONS; exec "$0" "$@"', process.execPath, ...args], {
+      env: { ...base, IO_HYGIENE_MONITOR: '1', IO_HYGIENE_MONITOR_INTERVAL_MS: '20', IO_HYGIENE_MONITOR_CONDITIONS: 'Timeout > 0', ...env },
+      timeout: 30_000,
+    }, (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr }))
+  })
+}
+
+t.test('IO_HYGIENE_MONITOR=1 alone: an alert reaches stderr as a process warning', async (t) => {
+  const r = await runAlertFixture({})
+  t.equal(r.code, 0, r.stderr)
+  t.equal(r.stdout, 'done\n')
+  t.match(r.stderr, /\[IO_HYGIENE_MONITOR_ALERT\] IoHygieneWarning: io-hygiene monitor: Timeout > 0 \(Timeout 1 > 0\)/)
+  const off = await runAlertFixture({ IO_HYGIENE_MONITOR_WARN_ON_ALERT: '0' })
+  t.equal(off.code, 0, off.stderr)
+  t.notMatch(off.stderr, /IO_HYGIENE_MONITOR_ALERT/, 'warnOnAlert 0 silences it')
+  const disabled = await runAlertFixture({}, ['--disable-warning=IO_HYGIENE_MONITOR_ALERT'])
+  t.equal(disabled.stdout, 'done\n', disabled.stderr)
+  t.notMatch(disabled.stderr, /IO_HYGIENE_MONITOR_ALERT/, 'as does Node\'s --disable-warning')
 })

@@ -509,6 +509,8 @@ export interface MonitorOptions {
   cooldownMs?: number
   /** Gets one warn(line) per firing. Default null. */
   logger?: { warn(message: string): unknown } | null
+  /** Without a logger, an alert is a process warning (IO_HYGIENE_MONITOR_ALERT). Default true. */
+  warnOnAlert?: boolean
   /** A createStatsd() client: gauges and window histograms each sample. Default null. */
   statsd?: { gauge(name: string, value: number, tags?: Record<string, string>): unknown; increment(name: string, value?: number, tags?: Record<string, string>): unknown } | null
   /** Prefix of the StatsD names. Default 'nodejs.'. */

@@ -18,7 +18,8 @@ const RESOURCE_TYPES = [
   'ConnectWrap', 'DirHandle', 'DNSChannel', 'ELDHistogram', 'FileHandle', 'FileHandleCloseReq', 'FSEventWrap',
   'FSReqCallback', 'FSReqPromise', 'GetAddrInfoReqWrap', 'GetNameInfoReqWrap', 'HeapSnapshot', 'HTTPParser',
   'Http2Session', 'Http2Stream', 'Immediate', 'JSStream', 'MessagePort', 'PipeConnectWrap', 'PipeServerWrap',
-  'PipeWrap', 'ProcessWrap', 'QueryWrap', 'SendWrap', 'ShutdownWrap', 'SigintWatchdog', 'SignalWrap', 'StatWatcher',
+  'PipeWrap', 'ProcessWrap', 'QueryWrap', 'SendWrap', 'ShutdownWrap', 'SigintWatchdog', 'SignalWrap', 'SimpleShutdownWrap',
+  'SimpleWriteWrap', 'StatWatcher',
   'StreamPipe', 'TCPConnectWrap', 'TCPServerWrap', 'TCPSocketWrap', 'TCPWrap', 'Timeout', 'TLSWrap', 'TTYWrap',
   'UDPSendWrap', 'UDPWrap', 'Worker', 'WriteWrap', 'Zlib',
 ]

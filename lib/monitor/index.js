@@ -3,7 +3,7 @@
 const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const { channels } = require('../diagnostics')
-const { integer, string, nullable, resolve } = require('../options')
+const { integer, boolean, string, nullable, resolve } = require('../options')
 const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CLOSED } = require('../errors')
 const { Sampler } = require('./sampler')
 const { parseCondition } = require('./conditions')
@@ -48,6 +48,7 @@ const spec = {
   },
   cooldownMs: { default: 300_000, check: integer(0) },
   logger: { default: null, check: nullable(hasMethods('an object with a warn() method (console, pino)', 'warn')) },
+  warnOnAlert: { default: true, check: boolean() },
   statsd: { default: null, check: nullable(hasMethods('a StatsD client with gauge() and increment() (createStatsd())', 'gauge', 'increment')) },
   statsdPrefix: { default: 'nodejs.', check: string() },
   registry: { default: null, check: nullable(hasMethods('a prom-client Registry', 'registerMetric', 'getSingleMetric', 'removeSingleMetric')) },
@@ -56,6 +57,8 @@ const spec = {
   heapSnapshotDir: { default: null, check: nullable(string()) },
   heapSnapshotMaxBytes: { default: 268_435_456, check: integer(0) },
 }
+
+const ALERT_WARNING = 'IO_HYGIENE_MONITOR_ALERT'
 
 // Request types io-hygiene removes, and what to turn on.
 function fixFor (type) {
@@ -202,13 +205,17 @@ class Monitor {
       else this.#stats.heapSnapshots++
     }
     if (channels.monitorAlert.hasSubscribers) channels.monitorAlert.publish(alert)
-    if (o.logger !== null) {
-      o.logger.warn(`io-hygiene monitor: ${c.name} (${c.metric} ${value} ${c.op} ${c.threshold}` +
-        `${c.for > 1 ? ` for ${c.for} samples` : ''})` +
-        `${alert.fix ? `; ${alert.fix}` : ''}` +
-        `${alert.profile ? `; CPU profile: ${alert.profile}` : ''}` +
-        `${alert.heapSnapshot ? `; heap snapshot: ${alert.heapSnapshot}` : ''}`)
-    }
+    if (o.logger === null && !o.warnOnAlert) return
+    const line = `io-hygiene monitor: ${c.name} (${c.metric} ${value} ${c.op} ${c.threshold}` +
+      `${c.for > 1 ? ` for ${c.for} samples` : ''})` +
+      `${alert.fix ? `; ${alert.fix}` : ''}` +
+      `${alert.profile ? `; CPU profile: ${alert.profile}` : ''}` +
+      `${alert.heapSnapshot ? `; heap snapshot: ${alert.heapSnapshot}` : ''}`
+    // Without a logger (IO_HYGIENE_MONITOR=1 can set none), an alert is a
+    // process warning: on stderr by default, and silenced or redirected as
+    // any warning is (--disable-warning, --redirect-warnings).
+    if (o.logger !== null) o.logger.warn(line)
+    else process.emitWarning(line, { code: ALERT_WARNING, type: 'IoHygieneWarning' })
   }
 
   // Takes a sample now (the window since the previous one ends), evaluates
@@ -270,4 +277,4 @@ function installMonitor (resolved) {
   return { value: monitor, undo: () => { monitor.close() } }
 }
 
-module.exports = { createMonitor, installMonitor, spec, histogram, Histogram, Monitor }
+module.exports = { createMonitor, installMonitor, spec, histogram, Histogram, Monitor, ALERT_WARNING }
