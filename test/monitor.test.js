@@ -342,6 +342,57 @@ t.test('a heap snapshot is opt-in and size-capped', async (t) => {
   t.match(stats, { heapSnapshots: 1, heapSnapshotsSkipped: 0 })
 })
 
+t.test('profiles and snapshots are created exclusively, 0600 in 0700 directories, never through a planted file', async (t) => {
+  const { startProfile, heapSnapshot, busy } = require('../lib/monitor/actions')
+  const dir = tmpdir(t)
+  const seen = alerts(t)
+  const m = monitor(t, { profileDir: path.join(dir, 'new', 'profiles'), profileDurationMs: 1, conditions: ['handles >= 0'] })
+  m.sample()
+  await eventually(() => fs.existsSync(seen[0].profile))
+  t.equal(fs.statSync(seen[0].profile).mode & 0o777, 0o600, 'the profile is the user\'s alone')
+  t.equal(fs.statSync(path.join(dir, 'new')).mode & 0o777, 0o700, 'and so are the directories made for it')
+  t.equal(fs.statSync(path.join(dir, 'new', 'profiles')).mode & 0o777, 0o700)
+  t.same(fs.readdirSync(path.join(dir, 'new', 'profiles')), [path.basename(seen[0].profile)], 'nothing else left behind')
+
+  // A file planted at the name, world-writable, and a symlink to a victim.
+  const planted = path.join(dir, 'io-hygiene-planted.heapsnapshot')
+  fs.writeFileSync(planted, '')
+  fs.chmodSync(planted, 0o666)
+  t.throws(() => heapSnapshot(planted, 0, Infinity), { code: 'EEXIST' })
+  t.equal(fs.statSync(planted).size, 0, 'the planted file received nothing')
+  const victim = path.join(dir, 'victim')
+  fs.writeFileSync(victim, 'keep me')
+  const link = path.join(dir, 'io-hygiene-link.cpuprofile')
+  fs.symlinkSync(victim, link)
+  const failed = []
+  t.notOk(busy())
+  const hold = setInterval(() => {}, 1000) // the profile's own timer is unref'd
+  t.equal(await startProfile(t, link, 1, (err) => failed.push(err)), null)
+  clearInterval(hold)
+  t.match(failed, [{ code: 'EEXIST' }])
+  t.equal(fs.readFileSync(victim, 'utf8'), 'keep me', 'the symlink\'s target is untouched')
+  t.same(fs.readdirSync(dir).sort(), ['io-hygiene-link.cpuprofile', 'io-hygiene-planted.heapsnapshot', 'new', 'victim'])
+})
+
+t.test('the files in a directory are capped in count and bytes, said once', async (t) => {
+  const dir = tmpdir(t)
+  const seen = alerts(t)
+  const logged = []
+  for (const name of ['io-hygiene-a.cpuprofile', 'io-hygiene-b.heapsnapshot']) fs.writeFileSync(path.join(dir, name), 'x'.repeat(10))
+  fs.writeFileSync(path.join(dir, 'not-ours.txt'), 'x'.repeat(1000))
+  const conditions = [{ when: 'handles >= 0', heapSnapshot: true }]
+  const full = monitor(t, { profileDir: dir, heapSnapshotDir: dir, maxFilesPerDir: 2, cooldownMs: 0, conditions, logger: { warn: (l) => logged.push(l) } })
+  full.sample()
+  full.sample()
+  t.same(seen.map((a) => [a.profile, a.heapSnapshot]), [[null, null], [null, null]])
+  t.match(full.stats(), { profiles: 0, profilesSkipped: 2, heapSnapshots: 0, heapSnapshotsSkipped: 2, errors: 0 })
+  t.equal(logged.filter((l) => /holds maxFilesPerDir \(2\) files or maxBytesPerDir/.test(l)).length, 1, 'said once')
+  const bytes = monitor(t, { profileDir: dir, maxBytesPerDir: 20, conditions: ['handles >= 0'] })
+  bytes.sample()
+  t.equal(seen[2].profile, null, 'at maxBytesPerDir of our files, whatever else the directory holds')
+  t.same(fs.readdirSync(dir).sort(), ['io-hygiene-a.cpuprofile', 'io-hygiene-b.heapsnapshot', 'not-ours.txt'])
+})
+
 t.test('an output that throws is counted, never thrown', async (t) => {
   const m = monitor(t, {
     statsd: { gauge () { throw new Error('statsd down') }, increment () {} },

@@ -525,6 +525,10 @@ export interface MonitorOptions {
   heapSnapshotDir?: string | null
   /** No heap snapshot when more heap than this is in use. Default 268435456. */
   heapSnapshotMaxBytes?: number
+  /** Files of io-hygiene's kept in profileDir or heapSnapshotDir, at most. Default 10. */
+  maxFilesPerDir?: number
+  /** Bytes of them, at most. Default 1073741824. */
+  maxBytesPerDir?: number
 }
 
 export interface MonitorSample {

@@ -7,7 +7,7 @@ const { integer, boolean, string, nullable, resolve } = require('../options')
 const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CLOSED } = require('../errors')
 const { Sampler } = require('./sampler')
 const { parseCondition } = require('./conditions')
-const { busy, startProfile, stopProfile, heapSnapshot } = require('./actions')
+const { busy, startProfile, stopProfile, heapSnapshot, hasRoom } = require('./actions')
 const { StatsdOutput } = require('./statsd')
 const { register } = require('./prometheus')
 const { histogram, series } = require('./registry')
@@ -56,6 +56,8 @@ const spec = {
   profileDurationMs: { default: 2_000, check: integer(1, 60_000) },
   heapSnapshotDir: { default: null, check: nullable(string()) },
   heapSnapshotMaxBytes: { default: 268_435_456, check: integer(0) },
+  maxFilesPerDir: { default: 10, check: integer(0) },
+  maxBytesPerDir: { default: 1_073_741_824, check: integer(0) },
 }
 
 const ALERT_WARNING = 'IO_HYGIENE_MONITOR_ALERT'
@@ -97,6 +99,7 @@ class Monitor {
   #stats = { samples: 0, alerts: 0, profiles: 0, profilesSkipped: 0, heapSnapshots: 0, heapSnapshotsSkipped: 0, errors: 0 }
   #totals = { gcCount: 0, gcPauseMs: 0, costUs: 0 }
   #pending = new Set()
+  #full = new Set() // directories at their caps, said once
 
   constructor (o) {
     this.#o = o
@@ -145,6 +148,19 @@ class Monitor {
     }
   }
 
+  // A condition that stays true writes a file per cooldown, forever: the
+  // directory's caps stop it, said once per directory to the logger.
+  #hasRoom (dir) {
+    const o = this.#o
+    if (hasRoom(dir, o.maxFilesPerDir, o.maxBytesPerDir)) return true
+    if (!this.#full.has(dir)) {
+      this.#full.add(dir)
+      this.#tell(`io-hygiene monitor: ${dir} holds maxFilesPerDir (${o.maxFilesPerDir}) files or maxBytesPerDir ` +
+        `(${o.maxBytesPerDir}) bytes of io-hygiene's profiles and snapshots: no more are written there until some are removed`)
+    }
+    return false
+  }
+
   #error (error) {
     this.#stats.errors++
     try {
@@ -188,7 +204,7 @@ class Monitor {
       heapSnapshot: null,
     }
     if (o.profileDir !== null && c.profile) {
-      if (busy()) {
+      if (busy() || !this.#hasRoom(o.profileDir)) {
         this.#stats.profilesSkipped++
       } else {
         alert.profile = path.resolve(o.profileDir, `io-hygiene-${slug}-${stamp}.cpuprofile`)
@@ -200,22 +216,25 @@ class Monitor {
     }
     if (o.heapSnapshotDir !== null && c.heapSnapshot) {
       const file = path.resolve(o.heapSnapshotDir, `io-hygiene-${slug}-${stamp}.heapsnapshot`)
-      alert.heapSnapshot = heapSnapshot(file, sample.heapUsedBytes, o.heapSnapshotMaxBytes)
+      alert.heapSnapshot = this.#hasRoom(o.heapSnapshotDir) ? heapSnapshot(file, sample.heapUsedBytes, o.heapSnapshotMaxBytes) : null
       if (alert.heapSnapshot === null) this.#stats.heapSnapshotsSkipped++
       else this.#stats.heapSnapshots++
     }
     if (channels.monitorAlert.hasSubscribers) channels.monitorAlert.publish(alert)
-    if (o.logger === null && !o.warnOnAlert) return
-    const line = `io-hygiene monitor: ${c.name} (${c.metric} ${value} ${c.op} ${c.threshold}` +
+    this.#tell(`io-hygiene monitor: ${c.name} (${c.metric} ${value} ${c.op} ${c.threshold}` +
       `${c.for > 1 ? ` for ${c.for} samples` : ''})` +
       `${alert.fix ? `; ${alert.fix}` : ''}` +
       `${alert.profile ? `; CPU profile: ${alert.profile}` : ''}` +
-      `${alert.heapSnapshot ? `; heap snapshot: ${alert.heapSnapshot}` : ''}`
-    // Without a logger (IO_HYGIENE_MONITOR=1 can set none), an alert is a
-    // process warning: on stderr by default, and silenced or redirected as
-    // any warning is (--disable-warning, --redirect-warnings).
+      `${alert.heapSnapshot ? `; heap snapshot: ${alert.heapSnapshot}` : ''}`)
+  }
+
+  // Without a logger (IO_HYGIENE_MONITOR=1 can set none), what the monitor
+  // has to say is a process warning: on stderr by default, and silenced or
+  // redirected as any warning is (--disable-warning, --redirect-warnings).
+  #tell (line) {
+    const o = this.#o
     if (o.logger !== null) o.logger.warn(line)
-    else process.emitWarning(line, { code: ALERT_WARNING, type: 'IoHygieneWarning' })
+    else if (o.warnOnAlert) process.emitWarning(line, { code: ALERT_WARNING, type: 'IoHygieneWarning' })
   }
 
   // Takes a sample now (the window since the previous one ends), evaluates
