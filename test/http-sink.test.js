@@ -471,6 +471,14 @@ t.test('the pushes waiting for room are bounded, as the batcher bounds them', as
   await t.rejects(waits, { code: 'ERR_IO_HYGIENE_TIMEOUT' })
 })
 
+t.test('redactUrl() keeps no credentials, query or fragment; printable() escapes controls', async (t) => {
+  const { redactUrl, printable } = require('../lib/errors')
+  t.equal(redactUrl('https://user:pw@h.test:8443/a/b?api_key=1#frag'), 'https://<redacted>@h.test:8443/a/b?<redacted>')
+  t.equal(redactUrl('http://h.test/'), 'http://h.test/')
+  t.equal(redactUrl('not a url'), '<invalid URL>')
+  t.equal(printable('a\nb\u001b[2J\u202e'), 'a\\u000ab\\u001b[2J\\u202e')
+})
+
 t.test('an error answer forges no log line and shows no query string; its body stays on err.body', async (t) => {
   const hostile = 'bad record\r\n2026-01-01 INFO all good \u001b[2J\u202eevil'
   const { url } = await ingest(t, () => ({ status: 400, body: hostile }))

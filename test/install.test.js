@@ -316,6 +316,19 @@ t.test('an IO_HYGIENE_* name that is no near miss is ignored with one warning: a
   t.match(nearMiss.stderr, /IO_HYGIENE_MONITOR_INTERVAL \(did you mean IO_HYGIENE_MONITOR_INTERVAL_MS\?/)
 })
 
+t.test('an unknown variable that is no near miss warns once per name, in this process too', async (t) => {
+  const seen = []
+  const listener = (w) => { if (w.code === 'IO_HYGIENE_UNKNOWN_ENV') seen.push(w.message) }
+  process.on('warning', listener)
+  t.teardown(() => process.removeListener('warning', listener))
+  const env = { IO_HYGIENE_SOMETHING_ELSE_ENTIRELY: '1' }
+  t.same(optionsFromEnv(modules, env), {})
+  t.same(optionsFromEnv(modules, env), {})
+  await new Promise(setImmediate)
+  t.same(seen, ['IO_HYGIENE_SOMETHING_ELSE_ENTIRELY is not a variable this version of io-hygiene reads; it is ignored ' +
+    '(a variable of a newer version, or of another tool: rename it if it is neither)'])
+})
+
 t.test('a misspelt or invalid variable fails start-up, naming it', async (t) => {
   for (const [name, value, message] of [
     ['IO_HYGIENE_DNS_MAX_TTL', '60000', /ERR_IO_HYGIENE_UNKNOWN_ENV.*IO_HYGIENE_DNS_MAX_TTL \(did you mean IO_HYGIENE_DNS_MAX_TTL_MS\?/],

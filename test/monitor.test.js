@@ -380,6 +380,7 @@ t.test('the files in a directory are capped in count and bytes, said once', asyn
   const logged = []
   for (const name of ['io-hygiene-a.cpuprofile', 'io-hygiene-b.heapsnapshot']) fs.writeFileSync(path.join(dir, name), 'x'.repeat(10))
   fs.writeFileSync(path.join(dir, 'not-ours.txt'), 'x'.repeat(1000))
+  fs.mkdirSync(path.join(dir, 'io-hygiene-a-directory.cpuprofile'))
   const conditions = [{ when: 'handles >= 0', heapSnapshot: true }]
   const full = monitor(t, { profileDir: dir, heapSnapshotDir: dir, maxFilesPerDir: 2, cooldownMs: 0, conditions, logger: { warn: (l) => logged.push(l) } })
   full.sample()
@@ -390,7 +391,7 @@ t.test('the files in a directory are capped in count and bytes, said once', asyn
   const bytes = monitor(t, { profileDir: dir, maxBytesPerDir: 20, conditions: ['handles >= 0'] })
   bytes.sample()
   t.equal(seen[2].profile, null, 'at maxBytesPerDir of our files, whatever else the directory holds')
-  t.same(fs.readdirSync(dir).sort(), ['io-hygiene-a.cpuprofile', 'io-hygiene-b.heapsnapshot', 'not-ours.txt'])
+  t.same(fs.readdirSync(dir).sort(), ['io-hygiene-a-directory.cpuprofile', 'io-hygiene-a.cpuprofile', 'io-hygiene-b.heapsnapshot', 'not-ours.txt'])
 })
 
 t.test('an output that throws is counted, never thrown', async (t) => {
