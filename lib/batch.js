@@ -54,9 +54,12 @@
 // (one setImmediate later), so that request is on its way first.
 // `concurrency` bounds batches in flight over all groups; above 1 it needs
 // groupOf (otherwise there is one group and it would be ignored).
-// Timers: one unref'd timer per batcher drives linger, retry backoff, item
-// deadlines and overflow waits; it is ref'd only while someone awaits flush()
-// or close(), and their own deadlines are ref'd timers.
+// Timers: one timer per batcher drives linger, retry backoff, item
+// deadlines and overflow waits. It is ref'd while a caller waits behind it
+// (a batch in flight or waiting to retry, a push waiting for room, a flush()
+// or close()), so a script does not exit with a push unsettled; a linger
+// alone is background work and leaves it unref'd (flushOnSignals sends what
+// lingers when the loop runs dry). flush() and close() deadlines are ref'd.
 const { channels } = require('./diagnostics')
 const { histogram } = require('./monitor/registry')
 const { onShutdown, offShutdown } = require('./shutdown')
@@ -87,6 +90,8 @@ const spec = {
   maxQueuedBytes: { default: 33_554_432, check: integer(1) },
   overflow: { default: 'wait', check: oneOf('wait', 'reject') },
   maxWaitMs: { default: 60_000, check: timerMs(0) },
+  maxWaitingItems: { default: 10_000, check: integer(0) },
+  maxWaitingBytes: { default: 8_388_608, check: integer(0) },
   concurrency: { default: 1, check: integer(1, 1_000) },
   deliveryTimeoutMs: { default: 120_000, check: timerMs(1) },
   retryBackoffMs: { default: 100, check: timerMs(0) },
@@ -282,6 +287,7 @@ class Batcher {
   #ready = new Fifo()
   #wake = new WakeHeap()
   #waiting = new Fifo()
+  #waitingBytes = 0
   #seq = 0
   // The clock as read at the first push of a synchronous run of pushes (the
   // callers one settle released, a burst of requests): their deadlines count
@@ -354,13 +360,17 @@ class Batcher {
     if (invalid !== null) return this.#drop(invalid)
     // Nobody overtakes a waiting push: that would break call order.
     const fits = this.#waiting.length === 0 && this.#hasRoom(1, bytes)
-    if (!fits && o.overflow === 'reject') return this.#drop(this.#queueFull('no room'))
+    if (!fits) {
+      if (o.overflow === 'reject') return this.#drop(this.#queueFull('no room'))
+      if (!this.#mayWait(1, bytes)) return this.#drop(this.#waitFull())
+    }
     const promise = new Promise(capture)
     const rec = new Pending(item, bytes, key, ++this.#seq, this.#now())
     if (fits) {
       this.#admit(rec)
     } else {
       this.#waiting.push(rec)
+      this.#waitingBytes += bytes
       if (this.#waiting.length === 1) this.#schedule()
     }
     return promise
@@ -393,6 +403,7 @@ class Batcher {
     if (err === null && larger && o.overflow === 'wait') return items.map((item) => this.push(item))
     const fits = !larger && this.#waiting.length === 0 && this.#hasRoom(n, bytes)
     if (err === null && !fits && o.overflow === 'reject') err = this.#queueFull(`no room for all ${n} items of one call`)
+    if (err === null && !fits && !this.#mayWait(n, bytes)) err = this.#waitFull()
     if (err !== null) {
       const refused = this.#drop(err, n)
       return items.map(() => refused)
@@ -411,6 +422,7 @@ class Batcher {
     }
     records[0].unit = { items: n, bytes }
     for (const rec of records) this.#waiting.push(rec)
+    this.#waitingBytes += bytes
     if (this.#waiting.length === n) this.#schedule()
     return promises
   }
@@ -430,6 +442,24 @@ class Batcher {
   // Whether `count` more items of `bytes` in all stay within both bounds.
   #hasRoom (count, bytes) {
     return this.#held + count <= this.#options.maxQueuedItems && this.#heldBytes + bytes <= this.#options.maxQueuedBytes
+  }
+
+  // Whether `count` more pushes of `bytes` may wait for room: the waiting
+  // line is bounded too, or a sink that stops answering lets it grow forever.
+  #mayWait (count, bytes) {
+    return this.#waiting.length + count <= this.#options.maxWaitingItems && this.#waitingBytes + bytes <= this.#options.maxWaitingBytes
+  }
+
+  #waitFull () {
+    const o = this.#options
+    return this.#queueFull(`and ${this.#waiting.length} pushes of ${this.#waitingBytes} bytes wait for room ` +
+      `(maxWaitingItems ${o.maxWaitingItems}, maxWaitingBytes ${o.maxWaitingBytes})`)
+  }
+
+  #takeWaiting () {
+    const rec = this.#waiting.shift()
+    this.#waitingBytes -= rec.bytes
+    return rec
   }
 
   #sizeError (bytes, method) {
@@ -548,7 +578,7 @@ class Batcher {
       const rec = waiting.peek()
       const count = rec.unit === null ? 1 : rec.unit.items
       if (!this.#hasRoom(count, rec.unit === null ? rec.bytes : rec.unit.bytes)) break
-      for (let i = 0; i < count; i++) this.#admit(waiting.shift())
+      for (let i = 0; i < count; i++) this.#admit(this.#takeWaiting())
     }
     const dirty = this.#dirty
     // Visiting may touch no other group, so the list does not grow under us.
@@ -827,7 +857,7 @@ class Batcher {
     let expired = null
     while (waiting.length > 0 && waiting.peek().at + limit <= now) {
       if (expired === null) expired = []
-      expired.push(waiting.shift())
+      expired.push(this.#takeWaiting())
     }
     if (expired !== null) {
       const make = o.deliveryTimeoutMs <= o.maxWaitMs
@@ -914,14 +944,22 @@ class Batcher {
         }, timeoutMs)
       }
       this.#waiters.push(waiter)
-      if (this.#timer !== null) this.#timer.ref()
+      this.#refTimer()
     })
   }
 
   #unwait (waiter) {
     clearTimeout(waiter.timer)
     this.#waiters.splice(this.#waiters.indexOf(waiter), 1)
-    if (this.#waiters.length === 0 && this.#timer !== null) this.#timer.unref()
+    this.#refTimer()
+  }
+
+  // Ref'd while a caller waits behind the timer (see the top of this file).
+  #refTimer () {
+    const timer = this.#timer
+    if (timer === null) return
+    if (this.#waiters.length > 0 || this.#batched > 0 || this.#waiting.length > 0) timer.ref()
+    else timer.unref()
   }
 
   #rejectAll (what, timeoutMs) {
@@ -937,7 +975,7 @@ class Batcher {
       this.#rejectRecords(queued, make, 'close')
     }
     const waiting = []
-    while (this.#waiting.length > 0) waiting.push(this.#waiting.shift())
+    while (this.#waiting.length > 0) waiting.push(this.#takeWaiting())
     this.#rejectRecords(waiting, () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')
   }
 
@@ -964,11 +1002,12 @@ class Batcher {
       return
     }
     // An earlier timer is fine: the pump it runs re-arms.
-    if (this.#timer !== null && this.#timerAt <= next) return
-    clearTimeout(this.#timer)
-    this.#timerAt = next
-    this.#timer = setTimeout(this.#onTimer, Math.max(1, Math.ceil(next - now)))
-    if (this.#waiters.length === 0) this.#timer.unref()
+    if (this.#timer === null || this.#timerAt > next) {
+      clearTimeout(this.#timer)
+      this.#timerAt = next
+      this.#timer = setTimeout(this.#onTimer, Math.max(1, Math.ceil(next - now)))
+    }
+    this.#refTimer()
   }
 
   #record (durationMs) {

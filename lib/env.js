@@ -3,6 +3,7 @@
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('./errors')
 const { PREFIX, mayBeOurs } = require('./options')
+const { distance } = require('./distance')
 
 // install() options from IO_HYGIENE_* environment variables. IO_HYGIENE_<MODULE>=0
 // turns a module off; IO_HYGIENE_<MODULE>_<OPTION> sets an option (maxTtlMs ->
@@ -68,7 +69,7 @@ function readEnv (modules, env = process.env) {
   const mentions = Object.keys(env).filter((name) => name.startsWith(PREFIX) || nearMiss(name) !== null)
   if (mentions.length === 0) return { options, names }
   const known = knownVariables(modules)
-  checkNames(known, mentions)
+  checkNames(known, mentions, modules)
   for (const [name, { module, key, expects }] of known) {
     const raw = env[name]
     if (raw === undefined) continue
@@ -89,17 +90,51 @@ function optionsFromEnv (modules, env = process.env) {
   return readEnv(modules, env).options
 }
 
-// A misspelt variable fails like a misspelt option: any IO_HYGIENE_* name
-// install() does not read, and names within two edits of the prefix
-// (IO_HYGEINE_DNS, io_hygiene_dns), which would otherwise be ignored silently.
-function checkNames (known, mentions) {
+// A misspelt variable fails like a misspelt option: a near miss of a name
+// install() reads (IO_HYGIENE_DNS_MAX_TTL for ..._MAX_TTL_MS), an option no
+// variable can set (a function), and names within two edits of the prefix
+// (IO_HYGEINE_DNS, io_hygiene_dns), which would otherwise be ignored
+// silently. Any other IO_HYGIENE_* name is warned about once and ignored: a
+// variable that only a newer version reads must not stop an older one
+// (a rollback) from starting.
+function checkNames (known, mentions, modules) {
+  let unsettable = null
   for (const name of mentions) {
     if (name.startsWith(PREFIX)) {
       if (known.has(name) || RESERVED.some((prefix) => name.startsWith(prefix))) continue
-      throw new (errors().ERR_IO_HYGIENE_UNKNOWN_ENV)(name, closest(name, known))
+      const [best, d] = closest(name, known)
+      unsettable ??= optionVariables(modules)
+      if (d <= nearDistance(best) || unsettable.has(name)) throw new (errors().ERR_IO_HYGIENE_UNKNOWN_ENV)(name, best)
+      warnUnknown(name)
+      continue
     }
-    throw new (errors().ERR_IO_HYGIENE_UNKNOWN_ENV)(name, closest(nearMiss(name), known))
+    throw new (errors().ERR_IO_HYGIENE_UNKNOWN_ENV)(name, closest(nearMiss(name), known)[0])
   }
+}
+
+// Two edits, or one per eight characters of the name meant: a dropped unit
+// suffix (_MS) is a near miss of a long name.
+function nearDistance (name) {
+  return Math.max(2, Math.floor(name.length / 8))
+}
+
+// The variable name of every option, those no variable can set included.
+function optionVariables (modules) {
+  const names = new Set()
+  for (const mod of modules) for (const key of Object.keys(mod.spec())) names.add(envName(mod.name, key))
+  return names
+}
+
+const UNKNOWN_ENV = 'IO_HYGIENE_UNKNOWN_ENV'
+// On globalThis: two loaded copies (register.js, then the app's own) warn once.
+const kWarned = Symbol.for('io-hygiene.env.warned.v1')
+
+function warnUnknown (name) {
+  const warned = (globalThis[kWarned] ??= new Set())
+  if (warned.has(name)) return
+  warned.add(name)
+  process.emitWarning(`${name} is not a variable this version of io-hygiene reads; it is ignored ` +
+    '(a variable of a newer version, or of another tool: rename it if it is neither)', { code: UNKNOWN_ENV, type: 'IoHygieneWarning' })
 }
 
 // The name with its prefix corrected, if its prefix is a near miss of ours.
@@ -119,6 +154,7 @@ function nearMiss (name) {
   return best
 }
 
+// [the known name closest to `name`, its distance]
 function closest (name, known) {
   let best = null
   let bestDistance = Infinity
@@ -129,31 +165,7 @@ function closest (name, known) {
       bestDistance = d
     }
   }
-  return best
+  return [best, bestDistance]
 }
 
-// Edit distance counting a swap of neighbours as one edit (optimal string
-// alignment), so HYGEINE is one edit from HYGIENE. With `max`, it stops as
-// soon as every cell of a row exceeds it (the distance can only grow) and
-// answers max + 1: install() checks every variable of the environment
-// against the prefix, and nearly all of them fail on the first letters.
-function distance (a, b, max = Infinity) {
-  const rows = [Array.from({ length: b.length + 1 }, (_, j) => j)]
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i]
-    let least = i
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1
-      row[j] = Math.min(rows[i - 1][j] + 1, row[j - 1] + 1, rows[i - 1][j - 1] + cost)
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
-        row[j] = Math.min(row[j], rows[i - 2][j - 2] + 1)
-      }
-      if (row[j] < least) least = row[j]
-    }
-    if (least > max) return max + 1
-    rows.push(row)
-  }
-  return rows[a.length][b.length]
-}
-
-module.exports = { readEnv, optionsFromEnv, envName, knownVariables, distance }
+module.exports = { readEnv, optionsFromEnv, envName, knownVariables, distance, UNKNOWN_ENV }

@@ -108,13 +108,43 @@ const ERR_IO_HYGIENE_MISSING_PEER = createError(
   (where, name) => `${where} needs the optional peer dependency "${name}", which could not be loaded (npm install ${name})`,
   Error
 )
-// An HTTP answer that fails a request for good; `status` and `body` (an
-// excerpt) are set on it by its maker.
-const ERR_IO_HYGIENE_HTTP_STATUS = createError(
-  'ERR_IO_HYGIENE_HTTP_STATUS',
-  (what, status, excerpt) => `${what} answered ${status}${excerpt ? `: ${excerpt}` : ''}`,
+const ERR_IO_HYGIENE_ALREADY_REGISTERED = createError(
+  'ERR_IO_HYGIENE_ALREADY_REGISTERED',
+  (where, detail) => `${where}: ${detail}`,
   Error
 )
+// An HTTP answer that fails a request for good; `status` and `body` (an
+// excerpt) are set on it by its maker.
+// Both `what` and the excerpt come from outside: printable only.
+const ERR_IO_HYGIENE_HTTP_STATUS = createError(
+  'ERR_IO_HYGIENE_HTTP_STATUS',
+  (what, status, excerpt) => `${printable(what)} answered ${status}${excerpt ? `: ${printable(excerpt)}` : ''}`,
+  Error
+)
+
+// Text from outside (a response body, a header) shown in a message: C0 and
+// C1 controls, DEL and the bidirectional overrides are escaped, so that a
+// newline cannot forge a log line nor an escape sequence drive a terminal.
+// The raw text stays on the error's own fields.
+// eslint-disable-next-line no-control-regex -- matching them is the point
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
+function printable (text) {
+  return String(text).replace(UNPRINTABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
+// A URL as a message may show it: no credentials, no query string (API
+// keys travel there), no fragment.
+function redactUrl (url) {
+  let u
+  try {
+    u = new URL(url)
+  } catch {
+    return '<invalid URL>'
+  }
+  const redacted = u.username !== '' || u.password !== '' ? '<redacted>@' : ''
+  const query = u.search !== '' ? '?<redacted>' : ''
+  return `${u.protocol}//${redacted}${u.host}${u.pathname}${query}`
+}
 
 function describe (value) {
   if (typeof value === 'string') return JSON.stringify(value)
@@ -129,6 +159,8 @@ function describe (value) {
 module.exports = {
   codes,
   createError,
+  printable,
+  redactUrl,
   ERR_IO_HYGIENE_UNKNOWN_OPTION,
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_OPTION_RANGE,
@@ -145,4 +177,5 @@ module.exports = {
   ERR_IO_HYGIENE_MISSING_PEER,
   ERR_IO_HYGIENE_INVALID_CONDITION,
   ERR_IO_HYGIENE_HTTP_STATUS,
+  ERR_IO_HYGIENE_ALREADY_REGISTERED,
 }

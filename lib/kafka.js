@@ -28,6 +28,8 @@ const spec = {
   overflow: { default: 'wait', check: oneOf('wait', 'reject') },
   // The Java producer's max.block.ms: how long send() waits for room.
   maxQueueWaitMs: { default: 60_000, check: timerMs(0) },
+  maxWaitingMessages: { default: 10_000, check: integer(0) },
+  maxWaitingBytes: { default: 16 * 1024 * 1024, check: integer(0) },
   // The Java producer's delivery.timeout.ms, counted from the send() call
   // (waiting for room, linger, flight and retries included): long enough to
   // ride out a broker restart or a leader election.
@@ -149,6 +151,8 @@ class WrappedProducer {
       maxQueuedBytes: options.maxQueuedBytes,
       overflow: options.overflow,
       maxWaitMs: options.maxQueueWaitMs,
+      maxWaitingItems: options.maxWaitingMessages,
+      maxWaitingBytes: options.maxWaitingBytes,
       concurrency: 1,
       deliveryTimeoutMs: options.deliveryTimeoutMs,
       retryBackoffMs: options.retryBackoffMs,

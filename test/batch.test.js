@@ -936,3 +936,50 @@ t.test('beforeExit sends what lingers behind the unref\'d timer', async (t) => {
   const control = await runFixture(t, 'before-exit-off')
   t.same(control.lines, ['exit'], 'without flushOnSignals the lingering items are never sent')
 })
+
+t.test('a push whose first send fails keeps the process up through the retry backoff', async (t) => {
+  const r = await runFixture(t, 'retry-then-end')
+  t.equal(r.code, 0)
+  t.same(r.lines, ['sent a', 'sent a', 'acked a', 'exit inFlight 0'])
+})
+
+t.test('a send that never answers holds the process until the delivery deadline rejects the push', async (t) => {
+  const r = await runFixture(t, 'unanswered')
+  t.equal(r.code, 0)
+  t.same(r.lines, ['sent a', 'rejected a ERR_IO_HYGIENE_DELIVERY_TIMEOUT', 'exit'])
+})
+
+t.test('overflow "wait" bounds the pushes waiting for room, in items and in bytes', async (t) => {
+  const sink = manualSink()
+  const b = createBatcher({ send: sink.send, sizeOf: len, maxBatchItems: 1, maxQueuedItems: 2, maxWaitingItems: 3, maxWaitingBytes: 7 })
+  t.teardown(() => b.close({ timeoutMs: 1 }).catch(() => {}))
+  const held = ['a1', 'b1'].map((item) => caught(b.push(item)))
+  const waiting = ['c1', 'd1', 'e1'].map((item) => caught(b.push(item)))
+  const refused = await caught(b.push('f1'))
+  t.match(refused, { code: 'ERR_IO_HYGIENE_QUEUE_FULL', message: /maxWaitingItems 3/ }, 'refused at once, past the item bound')
+  t.match(b.stats(), { waiting: 3, dropped: 1 })
+  await until(() => sink.calls.length === 1, 'the first send')
+  sink.calls[0].resolve()
+  await until(() => b.stats().waiting === 2, 'a waiting push admitted')
+  // 2 + 2 bytes wait; 4 more would pass maxWaitingBytes 7.
+  t.match(await caught(b.push('g123')), { code: 'ERR_IO_HYGIENE_QUEUE_FULL', message: /maxWaitingBytes 7/ })
+  t.match(await caught(b.pushAll(['h', 'i'])[0]), { code: 'ERR_IO_HYGIENE_QUEUE_FULL' }, 'a call stands or falls whole')
+  const fits = caught(b.push('j'))
+  t.equal(b.stats().waiting, 3)
+  for (let i = 1; i < 6; i++) {
+    await until(() => sink.calls.length > i, `send ${i + 1}`)
+    sink.calls[i].resolve()
+  }
+  t.same(await Promise.all([...held, ...waiting, fits]), [{}, {}, {}, {}, {}, {}].map(() => ({ value: undefined })))
+})
+
+t.test('with the default bounds a sink that never answers holds the queue plus the waiting bound, no more', async (t) => {
+  const sink = manualSink()
+  const b = createBatcher({ send: sink.send, sizeOf: len, maxBatchItems: 100, maxQueuedItems: 100 })
+  t.teardown(() => b.close({ timeoutMs: 1 }).catch(() => {}))
+  let refused = 0
+  for (let i = 0; i < 10_300; i++) b.push('x').catch((err) => { if (err.code === 'ERR_IO_HYGIENE_QUEUE_FULL') refused++ })
+  await tick()
+  t.equal(b.stats().waiting, spec.maxWaitingItems.default)
+  t.equal(refused, 10_300 - 100 - spec.maxWaitingItems.default)
+})

@@ -272,7 +272,7 @@ await statsd.close()`,
       replace: [["'statsd.internal'", "'127.0.0.1'"], ['8125', String(r.port)], ["'kafka:9092'", `'${await kafkaBroker()}'`]],
       prelude: 'const db = { insertMany: async (rows) => rows.map(() => \'ok\') }',
       epilogue: `statsd.increment('shutdown.buffered')
-batcher.push('row').then(() => process.stdout.write('batch delivered\\n'))
+batcher.push({ id: 1, name: 'a row, as the application has them' }).then(() => process.stdout.write('batch delivered\\n'))
 await producer.send({ topic: 'docs-shutdown', messages: [{ value: 'topic created' }] })
 producer.send({ topic: 'docs-shutdown', messages: [{ value: 'x' }] }).then(() => process.stdout.write('kafka delivered\\n'), (err) => process.stdout.write(\`kafka failed: \${err.stack}\\n\`))
 process.stdout.write('ready\\n')`,
@@ -330,6 +330,11 @@ async function runBlock (t, dir, scripts, file, block) {
     const make = CONTEXTS[block.context ?? '']
     t.ok(block.context === null || make, `context ${block.context} is defined`)
     const context = make ? await make(t) : {}
+    // Every batcher a block builds is pushed into, as its reader would: a
+    // sizeOf that cannot measure the reader's rows fails here.
+    for (const [, name] of block.code.matchAll(/const (\w+) = createBatcher\(/g)) {
+      t.match(`${block.code}\n${context.epilogue ?? ''}`, new RegExp(`\\b${name}\\.push\\(`), `${name} is pushed into`)
+    }
     const script = path.join(dir, `${file.replace(/[/.]/g, '-')}-${block.line}.mjs`)
     fs.writeFileSync(script, [
       "import { createRequire } from 'node:module'",

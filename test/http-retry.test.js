@@ -187,6 +187,27 @@ t.test('fetch bodies are buffered up to maxReplayBodyBytes so that they can be r
   t.equal(handle.http.stats().retries.staleSocket, 1)
 })
 
+t.test('a body longer than its content-length is never read past it', async (t) => {
+  const { server } = await setup(t)
+  let pulled = 0
+  let ended = false
+  // Bounded, but far more than maxReplayBodyBytes: 4,096 chunks of 64 KiB.
+  async function * endless () {
+    try {
+      for (; pulled < 4096; pulled++) yield Buffer.alloc(65_536, 120)
+    } finally {
+      ended = true
+    }
+  }
+  const err = await undici.request(server.url('/upload'), {
+    method: 'POST', body: endless(), headers: { 'content-length': '10' },
+  }).catch((err) => err)
+  t.equal(err.code, 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH', 'as a plain Agent fails it')
+  t.ok(pulled <= 1, `${pulled + 1} chunk(s) read, not the whole body`)
+  t.ok(ended, 'the body was ended')
+  t.equal(server.counts.requests, 0)
+})
+
 t.test('503 with Retry-After is honoured for a GET, never for a POST', async (t) => {
   const { server, handle } = await setup(t)
   let calls = 0
@@ -289,16 +310,35 @@ t.test('an abort during the backoff ends the request at once', async (t) => {
   t.equal(server.counts.requests, 2, 'neither was sent again')
 })
 
-t.test('no backoff timer keeps the process alive', async (t) => {
+// The caller awaits a retry's wait: a script whose only work left is that
+// request exits when its promise settles, never before.
+function runBackoffFixture (mode, url) {
+  const fixture = path.join(__dirname, 'fixtures', 'http-backoff-exit.js')
+  return new Promise((resolve) => {
+    execFile(process.execPath, [fixture, mode, url], { timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err?.code ?? 0, stdout: stdout.trim(), stderr })
+    })
+  })
+}
+
+t.test('a retry backoff after a refused connection keeps the process up until the request fails', async (t) => {
+  const gone = await startHttpServer()
+  await gone.close()
+  const r = await runBackoffFixture('refused', gone.url('/'))
+  t.equal(r.stdout, 'failed ECONNREFUSED after 2 retries (refused)', r.stderr)
+  t.equal(r.code, 1, 'the exit code the script set when its promise rejected')
+})
+
+t.test('a Retry-After wait keeps the process up until the retried request answers', async (t) => {
   const server = await startHttpServer()
   t.teardown(() => server.close())
-  server.handler = (req, res) => answer(req, res, 503, { 'retry-after': '8' })
-  const fixture = path.join(__dirname, 'fixtures', 'http-backoff-exit.js')
-  const out = await new Promise((resolve, reject) => {
-    execFile(process.execPath, [fixture, server.url('/')], (err, stdout) => err ? reject(err) : resolve(stdout))
-  })
-  t.equal(out.trim(), 'exited while waiting to retry')
-  t.equal(server.counts.requests, 1)
+  server.handler = (req, res) => server.counts.requests === 1
+    ? answer(req, res, 503, { 'retry-after': '1' })
+    : answer(req, res, 200)
+  const r = await runBackoffFixture('retry-after', server.url('/'))
+  t.equal(r.stdout, 'settled 200 after 1 retries', r.stderr)
+  t.equal(r.code, 0)
+  t.equal(server.counts.requests, 2)
 })
 
 t.test('a response that says Connection: close teaches nothing when its socket closes', async (t) => {

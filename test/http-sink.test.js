@@ -142,6 +142,32 @@ t.test('a flush() begun during a Retry-After wait keeps the process up to its en
   t.same(delivered(), [{ a: 1 }])
 })
 
+function runSinkFixture (url) {
+  const fixture = path.join(__dirname, 'fixtures', 'http-sink-exit.js')
+  return new Promise((resolve) => {
+    execFile(process.execPath, [fixture, url], { timeout: 30_000 }, (err, stdout, stderr) => {
+      resolve({ code: err?.code ?? 0, stdout: stdout.trim(), stderr })
+    })
+  })
+}
+
+t.test('a push waiting out Retry-After keeps a script up until it is delivered, without close()', async (t) => {
+  const replies = [{ status: 503, headers: { 'retry-after': '1' } }]
+  const { delivered, url } = await ingest(t, () => replies.shift() ?? 200)
+  const r = await runSinkFixture(url)
+  t.equal(r.stdout, 'delivered after 2 requests', r.stderr)
+  t.equal(r.code, 0)
+  t.same(delivered(), [{ a: 1 }])
+})
+
+t.test('a push to a refused port keeps a script up until its delivery deadline rejects it', async (t) => {
+  const gone = await startHttpServer()
+  await gone.close()
+  const r = await runSinkFixture(gone.url('/ingest'))
+  t.equal(r.stdout, 'rejected ERR_IO_HYGIENE_DELIVERY_TIMEOUT (ECONNREFUSED)', r.stderr)
+  t.equal(r.code, 1)
+})
+
 t.test('close() during a long Retry-After wait rejects what is held and ends the wait', async (t) => {
   const { seen, url } = await ingest(t, () => ({ status: 503, headers: { 'retry-after': '3600' } }))
   const sink = createHttpSink({ url, deliveryTimeoutMs: 7_200_000 })
@@ -401,7 +427,7 @@ t.test('every option is validated with a coded error', async (t) => {
     [{ url, headers: 'x' }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, headers: [] }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, headers: new Headers({ authorization: 'x' }) }, 'ERR_IO_HYGIENE_INVALID_OPTION', /a plain object/],
-    [{ url: 'http://user:secret@localhost/' }, 'ERR_IO_HYGIENE_INVALID_OPTION', /without credentials/],
+    [{ url: 'http://user:secret@localhost/' }, 'ERR_IO_HYGIENE_INVALID_OPTION', /without credentials.*got "http:\/\/<redacted>@localhost\/"$/],
     [{ url, headers: { 'bad name': 'x' } }, 'ERR_IO_HYGIENE_INVALID_OPTION', /headers\["bad name"\]/],
     [{ url, headers: { 'Content-Length': '5' } }, 'ERR_IO_HYGIENE_INVALID_OPTION', /the sink sets those/],
     [{ url, headers: { 'x-a': 5 } }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
@@ -429,4 +455,40 @@ t.test('Retry-After reads delay-seconds and HTTP-dates', async (t) => {
   t.equal(retryAfterMs('soon', now), 0)
   t.equal(retryAfterMs(undefined, now), 0)
   t.ok(retryAfterMs('Thu, 01 Jan 2099 00:00:00 GMT') > 0)
+})
+
+t.test('the pushes waiting for room are bounded, as the batcher bounds them', async (t) => {
+  const { seen, url } = await ingest(t, () => 'hang')
+  const sink = createHttpSink({ url, maxBatchItems: 1, maxQueuedItems: 1, maxWaitingItems: 1, requestTimeoutMs: 60_000 })
+  const held = sink.push({ a: 1 })
+  held.catch(() => {})
+  t.ok(await eventually(() => seen.length === 1), 'the first is in flight')
+  const waits = sink.push({ a: 2 })
+  waits.catch(() => {})
+  await t.rejects(sink.push({ a: 3 }), { code: 'ERR_IO_HYGIENE_QUEUE_FULL', message: /maxWaitingItems 1/ })
+  t.match(sink.stats(), { waiting: 1, rejected: 1 })
+  await t.rejects(sink.close({ timeoutMs: 1 }), { code: 'ERR_IO_HYGIENE_TIMEOUT' })
+  await t.rejects(waits, { code: 'ERR_IO_HYGIENE_TIMEOUT' })
+})
+
+t.test('redactUrl() keeps no credentials, query or fragment; printable() escapes controls', async (t) => {
+  const { redactUrl, printable } = require('../lib/errors')
+  t.equal(redactUrl('https://user:pw@h.test:8443/a/b?api_key=1#frag'), 'https://<redacted>@h.test:8443/a/b?<redacted>')
+  t.equal(redactUrl('http://h.test/'), 'http://h.test/')
+  t.equal(redactUrl('not a url'), '<invalid URL>')
+  t.equal(printable('a\nb\u001b[2J\u202e'), 'a\\u000ab\\u001b[2J\\u202e')
+})
+
+t.test('an error answer forges no log line and shows no query string; its body stays on err.body', async (t) => {
+  const hostile = 'bad record\r\n2026-01-01 INFO all good \u001b[2J\u202eevil'
+  const { url } = await ingest(t, () => ({ status: 400, body: hostile }))
+  const sink = sinkFor(t, { url: `${url}?api_key=s3cret&x=1` })
+  const err = await sink.push({ a: 1 }).catch((err) => err)
+  t.equal(err.code, 'ERR_IO_HYGIENE_HTTP_STATUS')
+  t.equal(err.body, hostile, 'the excerpt, raw, for code that reads it')
+  // eslint-disable-next-line no-control-regex -- the point of the test
+  t.notMatch(err.message, /[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/, 'no control character in the message')
+  t.match(err.message, 'bad record\\u000d\\u000a2026-01-01 INFO', 'shown escaped')
+  t.notMatch(err.message, 's3cret')
+  t.match(err.message, `POST ${url}?<redacted> answered 400`)
 })

@@ -298,6 +298,37 @@ t.test('node --import io-hygiene/register.js runs before an ES module\'s hoisted
   t.match(esm.out, { before: true, options: { dns: { maxTtlMs: 7000 } } })
 })
 
+t.test('an IO_HYGIENE_* name that is no near miss is ignored with one warning: a rollback still starts', async (t) => {
+  // Without the test runner's hooks, whose loader thread runs -r once more.
+  const child = await new Promise((resolve) => {
+    execFile('/bin/sh', ['-c', 'unset NODE_OPTIONS; exec "$0" "$@"', process.execPath, '-r', register, app, '{}'],
+      { cwd: path.join(__dirname, '..'), env: childEnv({ IO_HYGIENE_VERSION: '0.1.0', IO_HYGIENE_DNS_NEW_KNOB_IN_V2: 'x' }) },
+      (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stderr }))
+  })
+  t.equal(child.code, 0, child.stderr)
+  // Printed by Node on stderr (a warning emitted during -r may come before the app listens).
+  const unknown = child.stderr.split('\n').filter((line) => line.includes('[IO_HYGIENE_UNKNOWN_ENV]'))
+  t.same(unknown.map((line) => line.match(/IoHygieneWarning: (\S+)/)[1]).sort(), ['IO_HYGIENE_DNS_NEW_KNOB_IN_V2', 'IO_HYGIENE_VERSION'],
+    'one warning each, though the environment was read twice (-r, then install())')
+  t.match(unknown[0], /is not a variable this version of io-hygiene reads; it is ignored/)
+  const nearMiss = await run(['-r', register, app, '{}'], { IO_HYGIENE_VERSION: '0.1.0', IO_HYGIENE_MONITOR_INTERVAL: '5' })
+  t.equal(nearMiss.code, 1, 'a near miss still fails')
+  t.match(nearMiss.stderr, /IO_HYGIENE_MONITOR_INTERVAL \(did you mean IO_HYGIENE_MONITOR_INTERVAL_MS\?/)
+})
+
+t.test('an unknown variable that is no near miss warns once per name, in this process too', async (t) => {
+  const seen = []
+  const listener = (w) => { if (w.code === 'IO_HYGIENE_UNKNOWN_ENV') seen.push(w.message) }
+  process.on('warning', listener)
+  t.teardown(() => process.removeListener('warning', listener))
+  const env = { IO_HYGIENE_SOMETHING_ELSE_ENTIRELY: '1' }
+  t.same(optionsFromEnv(modules, env), {})
+  t.same(optionsFromEnv(modules, env), {})
+  await new Promise(setImmediate)
+  t.same(seen, ['IO_HYGIENE_SOMETHING_ELSE_ENTIRELY is not a variable this version of io-hygiene reads; it is ignored ' +
+    '(a variable of a newer version, or of another tool: rename it if it is neither)'])
+})
+
 t.test('a misspelt or invalid variable fails start-up, naming it', async (t) => {
   for (const [name, value, message] of [
     ['IO_HYGIENE_DNS_MAX_TTL', '60000', /ERR_IO_HYGIENE_UNKNOWN_ENV.*IO_HYGIENE_DNS_MAX_TTL \(did you mean IO_HYGIENE_DNS_MAX_TTL_MS\?/],

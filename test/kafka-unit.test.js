@@ -47,7 +47,7 @@ t.test('options are validated by name', async (t) => {
   t.throws(() => wrapProducer(wrapped), { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT' }, 'wrapping twice')
   t.throws(() => wrapProducer(producer, { flushOnSignals: 'yes' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /flushOnSignals/ })
   t.throws(() => wrapProducer(producer, { shutdownTimeoutMs: 0 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE', message: /shutdownTimeoutMs/ })
-  t.same(Object.keys(spec).sort(), ['deliveryTimeoutMs', 'flushOnSignals', 'lingerMs', 'maxBatchBytes', 'maxBatchMessages', 'maxQueueWaitMs', 'maxQueuedBytes', 'maxQueuedMessages', 'maxRetryBackoffMs', 'overflow', 'retryBackoffMs', 'shutdownTimeoutMs'])
+  t.same(Object.keys(spec).sort(), ['deliveryTimeoutMs', 'flushOnSignals', 'lingerMs', 'maxBatchBytes', 'maxBatchMessages', 'maxQueueWaitMs', 'maxQueuedBytes', 'maxQueuedMessages', 'maxRetryBackoffMs', 'maxWaitingBytes', 'maxWaitingMessages', 'overflow', 'retryBackoffMs', 'shutdownTimeoutMs'])
   t.equal(spec.flushOnSignals.default, true, 'nothing queued is lost on a Kubernetes SIGTERM')
   t.equal(spec.shutdownTimeoutMs.default, 10_000)
   await wrapped.disconnect()

@@ -95,6 +95,36 @@ t.test('conditions parse, or fail with ERR_IO_HYGIENE_INVALID_CONDITION naming w
   t.throws(() => createMonitor({ conditions: ['elu > 0.9', 'nope'] }), { code: 'ERR_IO_HYGIENE_INVALID_CONDITION', message: /createMonitor\(\): condition "nope"/ })
 })
 
+t.test('a near miss of a resource type Node reports is refused: its condition could never fire', async (t) => {
+  const { parseCondition, RESOURCE_TYPES } = require('../lib/monitor/conditions')
+  const d = { cooldownMs: 0 }
+  for (const [typo, meant] of [['GetAddrInfoReqWraps', 'GetAddrInfoReqWrap'], ['Getaddrinforeqwrap', 'GetAddrInfoReqWrap'], ['Timeouts', 'Timeout'], ['FsReqCallback', 'FSReqCallback'], ['TCPSockWrap', 'TCPSocketWrap']]) {
+    t.throws(() => parseCondition(`${typo} > 100 for 3 samples`, d),
+      { code: 'ERR_IO_HYGIENE_INVALID_CONDITION', message: `unknown resource type "${typo}" (did you mean ${meant}?` }, typo)
+  }
+  t.throws(() => createMonitor({ conditions: ['GetAddrInfoReqWraps > 100 for 3 samples'] }), { code: 'ERR_IO_HYGIENE_INVALID_CONDITION' })
+  t.equal(parseCondition('SomeFutureWrap > 1', d).metric, 'SomeFutureWrap', 'a name far from every known type may be a newer Node\'s')
+  // What this Node reports for the resources the test holds is known.
+  const server = net.createServer()
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const accepted = new Promise((resolve) => server.once('connection', resolve))
+  const client = net.connect(server.address().port, '127.0.0.1')
+  await new Promise((resolve) => client.on('connect', resolve))
+  const peer = await accepted
+  const timer = setTimeout(() => {}, 60_000)
+  const reading = fs.promises.readFile(__filename)
+  const stat = new Promise((resolve) => fs.stat(__filename, resolve))
+  const lookup = new Promise((resolve) => dns.lookup('localhost', resolve))
+  const types = new Set(process.getActiveResourcesInfo())
+  await Promise.all([reading, stat, lookup])
+  clearTimeout(timer)
+  peer.destroy()
+  client.destroy()
+  await Promise.all([peer, client].map((s) => new Promise((resolve) => s.once('close', resolve))))
+  await new Promise((resolve) => server.close(resolve))
+  for (const type of types) t.ok(RESOURCE_TYPES.includes(type), `${type} is a known type`)
+})
+
 t.test('requests and handles are counted by type, from resources this test creates', async (t) => {
   const m = monitor(t)
   const server = net.createServer()
@@ -312,6 +342,58 @@ t.test('a heap snapshot is opt-in and size-capped', async (t) => {
   t.match(stats, { heapSnapshots: 1, heapSnapshotsSkipped: 0 })
 })
 
+t.test('profiles and snapshots are created exclusively, 0600 in 0700 directories, never through a planted file', async (t) => {
+  const { startProfile, heapSnapshot, busy } = require('../lib/monitor/actions')
+  const dir = tmpdir(t)
+  const seen = alerts(t)
+  const m = monitor(t, { profileDir: path.join(dir, 'new', 'profiles'), profileDurationMs: 1, conditions: ['handles >= 0'] })
+  m.sample()
+  await eventually(() => fs.existsSync(seen[0].profile))
+  t.equal(fs.statSync(seen[0].profile).mode & 0o777, 0o600, 'the profile is the user\'s alone')
+  t.equal(fs.statSync(path.join(dir, 'new')).mode & 0o777, 0o700, 'and so are the directories made for it')
+  t.equal(fs.statSync(path.join(dir, 'new', 'profiles')).mode & 0o777, 0o700)
+  t.same(fs.readdirSync(path.join(dir, 'new', 'profiles')), [path.basename(seen[0].profile)], 'nothing else left behind')
+
+  // A file planted at the name, world-writable, and a symlink to a victim.
+  const planted = path.join(dir, 'io-hygiene-planted.heapsnapshot')
+  fs.writeFileSync(planted, '')
+  fs.chmodSync(planted, 0o666)
+  t.throws(() => heapSnapshot(planted, 0, Infinity), { code: 'EEXIST' })
+  t.equal(fs.statSync(planted).size, 0, 'the planted file received nothing')
+  const victim = path.join(dir, 'victim')
+  fs.writeFileSync(victim, 'keep me')
+  const link = path.join(dir, 'io-hygiene-link.cpuprofile')
+  fs.symlinkSync(victim, link)
+  const failed = []
+  t.notOk(busy())
+  const hold = setInterval(() => {}, 1000) // the profile's own timer is unref'd
+  t.equal(await startProfile(t, link, 1, (err) => failed.push(err)), null)
+  clearInterval(hold)
+  t.match(failed, [{ code: 'EEXIST' }])
+  t.equal(fs.readFileSync(victim, 'utf8'), 'keep me', 'the symlink\'s target is untouched')
+  t.same(fs.readdirSync(dir).sort(), ['io-hygiene-link.cpuprofile', 'io-hygiene-planted.heapsnapshot', 'new', 'victim'])
+})
+
+t.test('the files in a directory are capped in count and bytes, said once', async (t) => {
+  const dir = tmpdir(t)
+  const seen = alerts(t)
+  const logged = []
+  for (const name of ['io-hygiene-a.cpuprofile', 'io-hygiene-b.heapsnapshot']) fs.writeFileSync(path.join(dir, name), 'x'.repeat(10))
+  fs.writeFileSync(path.join(dir, 'not-ours.txt'), 'x'.repeat(1000))
+  fs.mkdirSync(path.join(dir, 'io-hygiene-a-directory.cpuprofile'))
+  const conditions = [{ when: 'handles >= 0', heapSnapshot: true }]
+  const full = monitor(t, { profileDir: dir, heapSnapshotDir: dir, maxFilesPerDir: 2, cooldownMs: 0, conditions, logger: { warn: (l) => logged.push(l) } })
+  full.sample()
+  full.sample()
+  t.same(seen.map((a) => [a.profile, a.heapSnapshot]), [[null, null], [null, null]])
+  t.match(full.stats(), { profiles: 0, profilesSkipped: 2, heapSnapshots: 0, heapSnapshotsSkipped: 2, errors: 0 })
+  t.equal(logged.filter((l) => /holds maxFilesPerDir \(2\) files or maxBytesPerDir/.test(l)).length, 1, 'said once')
+  const bytes = monitor(t, { profileDir: dir, maxBytesPerDir: 20, conditions: ['handles >= 0'] })
+  bytes.sample()
+  t.equal(seen[2].profile, null, 'at maxBytesPerDir of our files, whatever else the directory holds')
+  t.same(fs.readdirSync(dir).sort(), ['io-hygiene-a-directory.cpuprofile', 'io-hygiene-a.cpuprofile', 'io-hygiene-b.heapsnapshot', 'not-ours.txt'])
+})
+
 t.test('an output that throws is counted, never thrown', async (t) => {
   const m = monitor(t, {
     statsd: { gauge () { throw new Error('statsd down') }, increment () {} },
@@ -356,6 +438,21 @@ t.test('gauges and window histograms reach a real StatsD receiver', async (t) =>
   t.same(receiver.find('nodejs.test.statsd.count').map((l) => [l.type, l.value, l.tags]), [['c', '10', ['outcome:ok']], ['c', '5', ['outcome:ok']]])
   t.same(receiver.find('nodejs.test.statsd.p99_ms').map((l) => l.value), ['3', '7'])
   t.ok(receiver.packets < receiver.lines, `batched: ${receiver.lines} lines in ${receiver.packets} packets`)
+})
+
+t.test('a second monitor on the same prom-client registry gets a coded error saying what to do', async (t) => {
+  const registry = new Registry()
+  const first = monitor(t, { registry })
+  const before = process.getActiveResourcesInfo().length
+  t.throws(() => createMonitor({ ...QUIET, registry }), {
+    code: 'ERR_IO_HYGIENE_ALREADY_REGISTERED',
+    message: /already holds io_hygiene_active_requests: one monitor per registry\. Close the monitor that registered it first/,
+  })
+  t.equal(process.getActiveResourcesInfo().length, before, 'the refused monitor left no timer behind')
+  t.match(await registry.metrics(), /io_hygiene_active_requests/, 'the first still serves')
+  await first.close()
+  monitor(t, { registry })
+  t.match(await registry.metrics(), /io_hygiene_active_requests/, 'after close(), another may register')
 })
 
 t.test('a prom-client registry exposes the sample and the histograms under Prometheus names', async (t) => {
@@ -446,4 +543,30 @@ t.test('the monitor never keeps a process alive', async (t) => {
   const { code, stdout, stderr } = await run(fixture, dir)
   t.equal(code, 0, stderr)
   t.equal(stdout, 'done\n')
+})
+
+// -r io-hygiene/register with the monitor on from the environment only.
+function runAlertFixture (env, flags = []) {
+  const args = [...flags, '-r', require.resolve('../register.js'), path.join(__dirname, 'fixtures', 'monitor-alert.js')]
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^io_?hyg/i.test(k)))
+  return new Promise((resolve) => {
+    // Without the test runner's hooks, whose loader thread runs -r once more.
+    execFile('/bin/sh', ['-c', 'unset NODE_OPTIONS; exec "$0" "$@"', process.execPath, ...args], {
+      env: { ...base, IO_HYGIENE_MONITOR: '1', IO_HYGIENE_MONITOR_INTERVAL_MS: '20', IO_HYGIENE_MONITOR_CONDITIONS: 'Timeout > 0', ...env },
+      timeout: 30_000,
+    }, (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr }))
+  })
+}
+
+t.test('IO_HYGIENE_MONITOR=1 alone: an alert reaches stderr as a process warning', async (t) => {
+  const r = await runAlertFixture({})
+  t.equal(r.code, 0, r.stderr)
+  t.equal(r.stdout, 'done\n')
+  t.match(r.stderr, /\[IO_HYGIENE_MONITOR_ALERT\] IoHygieneWarning: io-hygiene monitor: Timeout > 0 \(Timeout 1 > 0\)/)
+  const off = await runAlertFixture({ IO_HYGIENE_MONITOR_WARN_ON_ALERT: '0' })
+  t.equal(off.code, 0, off.stderr)
+  t.notMatch(off.stderr, /IO_HYGIENE_MONITOR_ALERT/, 'warnOnAlert 0 silences it')
+  const disabled = await runAlertFixture({}, ['--disable-warning=IO_HYGIENE_MONITOR_ALERT'])
+  t.equal(disabled.stdout, 'done\n', disabled.stderr)
+  t.notMatch(disabled.stderr, /IO_HYGIENE_MONITOR_ALERT/, 'as does Node\'s --disable-warning')
 })

@@ -22,6 +22,7 @@ export type ErrorCode =
   | 'ERR_IO_HYGIENE_MISSING_PEER'
   | 'ERR_IO_HYGIENE_INVALID_CONDITION'
   | 'ERR_IO_HYGIENE_HTTP_STATUS'
+  | 'ERR_IO_HYGIENE_ALREADY_REGISTERED'
 
 export interface IoHygieneError extends Error {
   code: ErrorCode
@@ -142,6 +143,8 @@ export interface BatcherOptions<T, R = unknown> {
   maxQueuedBytes?: number
   overflow?: 'wait' | 'reject'
   maxWaitMs?: number
+  maxWaitingItems?: number
+  maxWaitingBytes?: number
   concurrency?: number
   deliveryTimeoutMs?: number
   retryBackoffMs?: number
@@ -373,6 +376,8 @@ export interface HttpSinkOptions {
   maxQueuedBytes?: number
   overflow?: 'wait' | 'reject'
   maxQueueWaitMs?: number
+  maxWaitingItems?: number
+  maxWaitingBytes?: number
   requestTimeoutMs?: number
   /** From push() to the 2xx, retries included. Default 120000. */
   deliveryTimeoutMs?: number
@@ -428,6 +433,8 @@ export interface WrapProducerOptions {
   maxQueuedBytes?: number
   overflow?: 'wait' | 'reject'
   maxQueueWaitMs?: number
+  maxWaitingMessages?: number
+  maxWaitingBytes?: number
   deliveryTimeoutMs?: number
   retryBackoffMs?: number
   maxRetryBackoffMs?: number
@@ -519,6 +526,8 @@ export interface MonitorOptions {
   cooldownMs?: number
   /** Gets one warn(line) per firing. Default null. */
   logger?: { warn(message: string): unknown } | null
+  /** Without a logger, an alert is a process warning (IO_HYGIENE_MONITOR_ALERT). Default true. */
+  warnOnAlert?: boolean
   /** A createStatsd() client: gauges and window histograms each sample. Default null. */
   statsd?: { gauge(name: string, value: number, tags?: Record<string, string>): unknown; increment(name: string, value?: number, tags?: Record<string, string>): unknown } | null
   /** Prefix of the StatsD names. Default 'nodejs.'. */
@@ -543,6 +552,10 @@ export interface MonitorOptions {
   heapSnapshotDir?: string | null
   /** No heap snapshot when more heap than this is in use. Default 268435456. */
   heapSnapshotMaxBytes?: number
+  /** Files of io-hygiene's kept in profileDir or heapSnapshotDir, at most. Default 10. */
+  maxFilesPerDir?: number
+  /** Bytes of them, at most. Default 1073741824. */
+  maxBytesPerDir?: number
 }
 
 export interface MonitorSample {

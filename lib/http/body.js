@@ -14,10 +14,18 @@ function isIterable (body) {
 }
 
 // Reads an iterable body of a known small length into one Buffer, so that
-// the request can be replayed.
-async function readBody (body) {
+// the request can be replayed. The length is the caller's word only: a body
+// that runs past it fails as undici fails it (a length mismatch) as soon as
+// it does, and is never held whole (the loop's exit ends the stream).
+async function readBody (body, length, LengthMismatch) {
   const chunks = []
-  for await (const chunk of body) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
+  let bytes = 0
+  for await (const data of body) {
+    const chunk = typeof data === 'string' ? Buffer.from(data) : data
+    bytes += chunk.byteLength
+    if (bytes > length) throw new LengthMismatch()
+    chunks.push(chunk)
+  }
   return Buffer.concat(chunks)
 }
 

@@ -130,7 +130,7 @@ class SafeRequest {
       this.#replayable = false
       return this.#send(this.#startedAt)
     }
-    readBody(body).then((buffer) => {
+    readBody(body, length, undiciErrors.RequestContentLengthMismatchError).then((buffer) => {
       this.#opts.body = buffer
       this.#resend()
     }, (err) => this.#fail(err))
@@ -300,11 +300,12 @@ class SafeRequest {
       queueMicrotask(() => this.#resend())
       return
     }
+    // Ref'd: the caller awaits this wait, and a script whose only work left
+    // is this request must not exit with its promise unsettled.
     this.#timer = setTimeout(() => {
       this.#timer = null
       this.#resend()
     }, delayMs)
-    this.#timer.unref()
   }
 
   // undici's dispatch() never throws: it reports to onResponseError.

@@ -29,6 +29,7 @@ const {
   ERR_IO_HYGIENE_CLOSED,
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
   ERR_IO_HYGIENE_HTTP_STATUS,
+  redactUrl,
 } = require('../errors')
 
 const gzip = promisify(zlib.gzip)
@@ -50,7 +51,8 @@ function httpUrl () {
     }
     // undici would drop credentials in the URL without a word: they go in headers.
     if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username !== '' || url.password !== '') {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an http: or https: URL without credentials (send them in headers)', typeof value === 'string' ? value : String(value))
+      const shown = url !== null ? redactUrl(url.href) : typeof value === 'string' ? value : String(value)
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an http: or https: URL without credentials (send them in headers)', shown)
     }
     return url.href
   }
@@ -98,6 +100,8 @@ const spec = {
   maxQueuedBytes: { default: 33_554_432, check: integer(2) },
   overflow: { default: 'wait', check: oneOf('wait', 'reject') },
   maxQueueWaitMs: { default: 60_000, check: timerMs(0) },
+  maxWaitingItems: { default: 10_000, check: integer(0) },
+  maxWaitingBytes: { default: 8_388_608, check: integer(0) },
   requestTimeoutMs: { default: 30_000, check: timerMs(1) },
   deliveryTimeoutMs: { default: 120_000, check: timerMs(1) },
   retryBackoffMs: { default: 1000, check: timerMs(0) },
@@ -142,12 +146,12 @@ async function excerptOf (body) {
 class HttpSink {
   #options
   #url
+  #shownUrl // in messages: no query string
   #request
   #headers
   #batcher
   #refusedBytes = Infinity // the smallest body that got a 413
   #lastFailure = null // of a request to be tried again, until a 2xx
-  #awaited = 0 // flush() and close() calls not settled yet
   #sleeps = new Map() // Retry-After timers -> what ends their wait
   #requests = new Set() // AbortControllers of requests in flight
   #counters = {
@@ -163,6 +167,7 @@ class HttpSink {
   constructor (options, request) {
     this.#options = options
     this.#url = options.url
+    this.#shownUrl = redactUrl(options.url)
     this.#request = request
     this.#headers = { 'content-type': CONTENT_TYPES[options.format], ...options.headers }
     if (options.compression === 'gzip') this.#headers['content-encoding'] = 'gzip'
@@ -181,6 +186,8 @@ class HttpSink {
       maxQueuedBytes: options.maxQueuedBytes,
       overflow: options.overflow,
       maxWaitMs: options.maxQueueWaitMs,
+      maxWaitingItems: options.maxWaitingItems,
+      maxWaitingBytes: options.maxWaitingBytes,
       concurrency: 1,
       deliveryTimeoutMs: options.deliveryTimeoutMs,
       retryBackoffMs: options.retryBackoffMs,
@@ -219,14 +226,14 @@ class HttpSink {
   }
 
   flush (options) {
-    return this.#await(this.#batcher.flush(options))
+    return this.#batcher.flush(options)
   }
 
   // Sends everything held; at timeoutMs, what is left is rejected with
   // ERR_IO_HYGIENE_TIMEOUT. Then nothing of the sink is left running: a
   // request still in flight is aborted and a Retry-After wait ended.
   close (options) {
-    return this.#await(this.#batcher.close(options)).finally(() => {
+    return this.#batcher.close(options).finally(() => {
       if (!this.#batcher.closed) return
       for (const controller of this.#requests) controller.abort(new ERR_IO_HYGIENE_CLOSED(this.#options.name))
       for (const [timer, wake] of this.#sleeps) {
@@ -266,22 +273,14 @@ class HttpSink {
     event.reject(err)
   }
 
-  // Timers that a caller of flush() or close() waits behind are ref'd, and
-  // only then: a background sink does not keep the process alive.
-  #await (promise) {
-    if (this.#awaited++ === 0) for (const timer of this.#sleeps.keys()) timer.ref()
-    return promise.finally(() => {
-      if (--this.#awaited === 0) for (const timer of this.#sleeps.keys()) timer.unref()
-    })
-  }
-
+  // A Retry-After wait is ref'd: the pushes of the batch await it, and a
+  // script must not exit with them unsettled (the delivery deadline bounds it).
   #sleep (delay) {
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         this.#sleeps.delete(timer)
         resolve()
       }, delay)
-      if (this.#awaited === 0) timer.unref()
       this.#sleeps.set(timer, resolve)
     })
   }
@@ -304,7 +303,7 @@ class HttpSink {
       return this.#split(events)
     }
     const o = this.#options
-    const err = new ERR_IO_HYGIENE_HTTP_STATUS(`${o.method} ${this.#url}`, status, excerpt)
+    const err = new ERR_IO_HYGIENE_HTTP_STATUS(`${o.method} ${this.#shownUrl}`, status, excerpt)
     err.status = status
     err.body = excerpt
     if (status === 429 || status >= 500) {
@@ -354,7 +353,7 @@ class HttpSink {
     // before its own deadline timer does.
     const timeoutMs = capped ? Math.max(1, Math.floor(left) - 1) : o.requestTimeoutMs
     const controller = new AbortController()
-    const timer = setTimeout(() => controller.abort(new ERR_IO_HYGIENE_TIMEOUT(`${o.method} ${this.#url}`, timeoutMs)), timeoutMs)
+    const timer = setTimeout(() => controller.abort(new ERR_IO_HYGIENE_TIMEOUT(`${o.method} ${this.#shownUrl}`, timeoutMs)), timeoutMs)
     timer.unref() // the request's socket keeps the process alive
     this.#requests.add(controller)
     this.#counters.requests++

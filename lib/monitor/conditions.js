@@ -2,6 +2,7 @@
 
 const { ERR_IO_HYGIENE_INVALID_CONDITION } = require('../errors')
 const { own, MAX_TIMER_MS } = require('../options')
+const { distance } = require('../distance')
 
 // The numbers of a sample a condition can name; any other name in CamelCase
 // is a libuv resource type (GetAddrInfoReqWrap, TCPSocketWrap, Timeout).
@@ -10,6 +11,19 @@ const METRICS = [
   'heapUsedBytes', 'heapTotalBytes', 'rssBytes', 'gcCount', 'gcPauseMs', 'costUs',
 ]
 const RESOURCE_TYPE = /^[A-Z][A-Za-z0-9]*$/
+// The types process.getActiveResourcesInfo() reports (Node 20 to 26), and
+// other resource classes of Node's. A name near one of them (a letter or two
+// off, or another case) is a typo whose condition could never fire; a name
+// far from all of them may be a type of a newer Node, and is accepted.
+const RESOURCE_TYPES = [
+  'ConnectWrap', 'DirHandle', 'DNSChannel', 'ELDHistogram', 'FileHandle', 'FileHandleCloseReq', 'FSEventWrap',
+  'FSReqCallback', 'FSReqPromise', 'GetAddrInfoReqWrap', 'GetNameInfoReqWrap', 'HeapSnapshot', 'HTTPParser',
+  'Http2Session', 'Http2Stream', 'Immediate', 'JSStream', 'MessagePort', 'PipeConnectWrap', 'PipeServerWrap',
+  'PipeWrap', 'ProcessWrap', 'QueryWrap', 'SendWrap', 'ShutdownWrap', 'SigintWatchdog', 'SignalWrap', 'SimpleShutdownWrap',
+  'SimpleWriteWrap', 'StatWatcher',
+  'StreamPipe', 'TCPConnectWrap', 'TCPServerWrap', 'TCPSocketWrap', 'TCPWrap', 'Timeout', 'TLSWrap', 'TTYWrap',
+  'UDPSendWrap', 'UDPWrap', 'Worker', 'WriteWrap', 'Zlib',
+]
 const CONDITION = /^\s*([A-Za-z][A-Za-z0-9]*)\s*(>=|<=|>|<)\s*(\d+(?:\.\d+)?)\s*(?:for\s+(\d+)\s+samples?\s*)?$/
 const KEYS = ['name', 'when', 'for', 'cooldownMs', 'profile', 'heapSnapshot']
 
@@ -45,6 +59,10 @@ function parseCondition (input, defaults, where = 'createMonitor()') {
   if (!METRICS.includes(metric) && !RESOURCE_TYPE.test(metric)) {
     throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, `unknown metric "${metric}": one of ${METRICS.join(', ')}, or a resource type in CamelCase (GetAddrInfoReqWrap)`)
   }
+  const meant = METRICS.includes(metric) ? null : nearType(metric)
+  if (meant !== null) {
+    throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, `unknown resource type "${metric}" (did you mean ${meant}? Node reports it with that spelling; the condition could never fire)`)
+  }
   const count = spec.for ?? (samples === undefined ? 1 : Number(samples))
   if (!Number.isInteger(count) || count < 1) throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, '`for` must be a whole number of samples, at least 1')
   const cooldownMs = spec.cooldownMs ?? defaults.cooldownMs
@@ -74,4 +92,15 @@ function parseCondition (input, defaults, where = 'createMonitor()') {
   }
 }
 
-module.exports = { parseCondition, METRICS }
+// The known type `name` nearly spells, or null (exact, or far from all).
+function nearType (name) {
+  if (RESOURCE_TYPES.includes(name)) return null
+  const upper = name.toUpperCase()
+  for (const type of RESOURCE_TYPES) {
+    const max = type.length < 8 ? 1 : 2
+    if (distance(upper, type.toUpperCase(), max) <= max) return type
+  }
+  return null
+}
+
+module.exports = { parseCondition, METRICS, RESOURCE_TYPES }

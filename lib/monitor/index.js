@@ -7,7 +7,7 @@ const { integer, timerMs, string, boolean, nullable, resolve } = require('../opt
 const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../errors')
 const { Sampler } = require('./sampler')
 const { parseCondition } = require('./conditions')
-const { busy, startProfile, stopProfile, heapSnapshot } = require('./actions')
+const { busy, startProfile, stopProfile, heapSnapshot, hasRoom } = require('./actions')
 const { StatsdOutput } = require('./statsd')
 const { register } = require('./prometheus')
 const { histogram, series } = require('./registry')
@@ -48,6 +48,7 @@ const spec = {
   },
   cooldownMs: { default: 300_000, check: timerMs(0) },
   logger: { default: null, check: nullable(hasMethods('an object with a warn() method (console, pino)', 'warn')) },
+  warnOnAlert: { default: true, check: boolean() },
   statsd: { default: null, check: nullable(hasMethods('a StatsD client with gauge() and increment() (createStatsd())', 'gauge', 'increment')) },
   statsdPrefix: { default: 'nodejs.', check: string() },
   registry: { default: null, check: nullable(hasMethods('a prom-client Registry', 'registerMetric', 'getSingleMetric', 'removeSingleMetric')) },
@@ -64,7 +65,11 @@ const spec = {
   profileDurationMs: { default: 2_000, check: timerMs(1, 60_000) },
   heapSnapshotDir: { default: null, check: nullable(string()) },
   heapSnapshotMaxBytes: { default: 268_435_456, check: integer(0) },
+  maxFilesPerDir: { default: 10, check: integer(0) },
+  maxBytesPerDir: { default: 1_073_741_824, check: integer(0) },
 }
+
+const ALERT_WARNING = 'IO_HYGIENE_MONITOR_ALERT'
 
 // Request types io-hygiene removes, and what to turn on.
 function fixFor (type) {
@@ -105,13 +110,15 @@ class Monitor {
   #stats = { samples: 0, alerts: 0, profiles: 0, profilesSkipped: 0, heapSnapshots: 0, heapSnapshotsSkipped: 0, errors: 0 }
   #totals = { gcCount: 0, gcPauseMs: 0, costUs: 0 }
   #pending = new Set()
+  #full = new Set() // directories at their caps, said once
 
   constructor (o) {
     this.#o = o
     this.#conditions = o.conditions.map((c) => ({ ...parseCondition(c, o), streak: 0, firedAt: -Infinity, fired: 0 }))
+    // First: it may refuse the registry, and nothing is started yet.
+    if (o.registry !== null) this.#prom = register(o.registry, () => this.#latest(), () => this.#totals)
     this.#sampler = new Sampler({ resolutionMs: o.delayResolutionMs })
     if (o.statsd !== null) this.#statsd = new StatsdOutput(o.statsd, o.statsdPrefix)
-    if (o.registry !== null) this.#prom = register(o.registry, () => this.#latest(), () => this.#totals)
     // Loaded only when asked for: so is @opentelemetry/api, and only by `otel`.
     if (o.otel || o.meter !== null || o.meterProvider !== null) {
       this.#otel = require('./otel').createOtelOutput(o, () => this.#last, () => this.#totals)
@@ -158,6 +165,19 @@ class Monitor {
     }
   }
 
+  // A condition that stays true writes a file per cooldown, forever: the
+  // directory's caps stop it, said once per directory to the logger.
+  #hasRoom (dir) {
+    const o = this.#o
+    if (hasRoom(dir, o.maxFilesPerDir, o.maxBytesPerDir)) return true
+    if (!this.#full.has(dir)) {
+      this.#full.add(dir)
+      this.#tell(`io-hygiene monitor: ${dir} holds maxFilesPerDir (${o.maxFilesPerDir}) files or maxBytesPerDir ` +
+        `(${o.maxBytesPerDir}) bytes of io-hygiene's profiles and snapshots: no more are written there until some are removed`)
+    }
+    return false
+  }
+
   #error (error) {
     this.#stats.errors++
     try {
@@ -201,7 +221,7 @@ class Monitor {
       heapSnapshot: null,
     }
     if (o.profileDir !== null && c.profile) {
-      if (busy()) {
+      if (busy() || !this.#hasRoom(o.profileDir)) {
         this.#stats.profilesSkipped++
       } else {
         alert.profile = path.resolve(o.profileDir, `io-hygiene-${slug}-${stamp}.cpuprofile`)
@@ -213,19 +233,26 @@ class Monitor {
     }
     if (o.heapSnapshotDir !== null && c.heapSnapshot) {
       const file = path.resolve(o.heapSnapshotDir, `io-hygiene-${slug}-${stamp}.heapsnapshot`)
-      alert.heapSnapshot = heapSnapshot(file, sample.heapUsedBytes, o.heapSnapshotMaxBytes)
+      alert.heapSnapshot = this.#hasRoom(o.heapSnapshotDir) ? heapSnapshot(file, sample.heapUsedBytes, o.heapSnapshotMaxBytes) : null
       if (alert.heapSnapshot === null) this.#stats.heapSnapshotsSkipped++
       else this.#stats.heapSnapshots++
     }
     if (channels.monitorAlert.hasSubscribers) channels.monitorAlert.publish(alert)
     if (this.#otelAlert !== null) this.#guard(() => this.#otelAlert(alert))
-    if (o.logger !== null) {
-      o.logger.warn(`io-hygiene monitor: ${c.name} (${c.metric} ${value} ${c.op} ${c.threshold}` +
-        `${c.for > 1 ? ` for ${c.for} samples` : ''})` +
-        `${alert.fix ? `; ${alert.fix}` : ''}` +
-        `${alert.profile ? `; CPU profile: ${alert.profile}` : ''}` +
-        `${alert.heapSnapshot ? `; heap snapshot: ${alert.heapSnapshot}` : ''}`)
-    }
+    this.#tell(`io-hygiene monitor: ${c.name} (${c.metric} ${value} ${c.op} ${c.threshold}` +
+      `${c.for > 1 ? ` for ${c.for} samples` : ''})` +
+      `${alert.fix ? `; ${alert.fix}` : ''}` +
+      `${alert.profile ? `; CPU profile: ${alert.profile}` : ''}` +
+      `${alert.heapSnapshot ? `; heap snapshot: ${alert.heapSnapshot}` : ''}`)
+  }
+
+  // Without a logger (IO_HYGIENE_MONITOR=1 can set none), what the monitor
+  // has to say is a process warning: on stderr by default, and silenced or
+  // redirected as any warning is (--disable-warning, --redirect-warnings).
+  #tell (line) {
+    const o = this.#o
+    if (o.logger !== null) o.logger.warn(line)
+    else if (o.warnOnAlert) process.emitWarning(line, { code: ALERT_WARNING, type: 'IoHygieneWarning' })
   }
 
   // Takes a sample now (the window since the previous one ends), evaluates
@@ -296,4 +323,4 @@ function installMonitor (resolved) {
   return { value: monitor, undo: () => { monitor.close() } }
 }
 
-module.exports = { createMonitor, installMonitor, check, spec, histogram, Histogram, Monitor }
+module.exports = { createMonitor, installMonitor, check, spec, histogram, Histogram, Monitor, ALERT_WARNING }

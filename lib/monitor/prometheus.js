@@ -1,6 +1,7 @@
 'use strict'
 
 const { series } = require('./registry')
+const { ERR_IO_HYGIENE_ALREADY_REGISTERED } = require('../errors')
 const { BUCKETS, upperBoundMs } = require('./histogram')
 
 // Metrics registered into the user's prom-client Registry, read from the
@@ -76,6 +77,14 @@ function register (registry, latest, totals) {
       histograms.set(kind, m)
       registry.registerMetric(m)
     }
+  }
+  // prom-client would throw its own uncoded error at the first duplicate,
+  // after registering the metrics before it.
+  const taken = metrics.find((m) => registry.getSingleMetric(m.name) !== undefined)
+  if (taken !== undefined) {
+    throw new ERR_IO_HYGIENE_ALREADY_REGISTERED('createMonitor()', `the prom-client registry already holds ${taken.name}: ` +
+      'one monitor per registry. Close the monitor that registered it first, read that monitor ' +
+      '(install({ monitor }) returns it as handle.monitor), or pass another Registry')
   }
   for (const m of metrics) registry.registerMetric(m)
   sync()
