@@ -9,7 +9,7 @@ const { execFile } = require('node:child_process')
 const { cacheWithServer, eventually, untilStale } = require('./helpers/dns-cache')
 const { HostsFile, parseHosts } = require('../lib/dns/hosts')
 const { Expiry } = require('../lib/dns/expiry')
-const { TtlQuery, decodeReply, encodeQuery, parseServer, wireName } = require('../lib/dns/ttl-query')
+const { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, parseServer, resolverOptions, wireName } = require('../lib/dns/ttl-query')
 const { startDnsServer } = require('./helpers/dns-server')
 const { bindUdp } = require('./helpers/udp')
 const packet = require('dns-packet')
@@ -164,7 +164,7 @@ t.test('TTL queries share one socket per family, open only while a query waits, 
   t.equal(server.count('burst3.test'), 0)
 })
 
-t.test('TTL queries ignore what is not the reply: another sender, a short packet, a query, another id', async (t) => {
+t.test('TTL queries ignore what is not the reply: another sender, a short packet, a query, another id, another question; and records of other owners', async (t) => {
   let good = null
   const rogue = await bindUdp({ onMessage: () => {} })
   t.teardown(() => rogue.close())
@@ -176,7 +176,13 @@ t.test('TTL queries ignore what is not the reply: another sender, a short packet
       server.send(Buffer.from([1]), rinfo.port, rinfo.address)
       server.send(msg, rinfo.port, rinfo.address) // its own query back: not a response
       server.send(packet.encode({ id: (query.id + 1) % 65536, type: 'response', questions: query.questions }), rinfo.port, rinfo.address)
-      good = reply({ answers: [{ name: 'odd.test', type: 'A', ttl: 9, data: '10.0.2.1' }] })
+      // The right id from the right server, but another question, or records of another owner.
+      server.send(reply({ questions: [{ name: 'other.invalid', type: 'AAAA' }], answers: [{ name: 'other.invalid', type: 'AAAA', ttl: 2, data: 'fd00::1' }] }), rinfo.port, rinfo.address)
+      server.send(reply({ questions: [{ name: 'odd.test', type: 'AAAA' }], answers: [{ name: 'odd.test', type: 'A', ttl: 3, data: '10.0.2.1' }] }), rinfo.port, rinfo.address)
+      server.send(reply({ questions: [{ name: 'odd.test', type: 'A', class: 'CH' }], answers: [{ name: 'odd.test', type: 'A', ttl: 4, data: '10.0.2.1' }] }), rinfo.port, rinfo.address)
+      server.send(reply({ questions: [{ name: 'odd.test.x', type: 'A' }], answers: [{ name: 'odd.test', type: 'A', ttl: 5, data: '10.0.2.1' }] }), rinfo.port, rinfo.address)
+      server.send(reply({ questions: [], answers: [{ name: 'odd.test', type: 'A', ttl: 6, data: '10.0.2.1' }] }), rinfo.port, rinfo.address)
+      good = reply({ answers: [{ name: 'elsewhere.test', type: 'A', ttl: 1, data: '10.0.2.1' }, { name: 'ODD.test', type: 'A', ttl: 9, data: '10.0.2.1' }] })
       server.send(good, rinfo.port, rinfo.address)
     },
   })
@@ -184,6 +190,63 @@ t.test('TTL queries ignore what is not the reply: another sender, a short packet
   const { port } = server.address()
   t.same(await askTtl([`127.0.0.1:${port}`], 'odd.test', true, false), [{ address: '10.0.2.1', ttl: 9, family: 4 }])
   t.ok(good)
+})
+
+t.test('TTL query ids come from crypto, not Math.random', async (t) => {
+  const server = await startDnsServer()
+  t.teardown(() => server.close())
+  server.set('id.test', { a: ['10.0.5.1'], ttl: 11 })
+  const random = Math.random
+  Math.random = () => { throw new Error('Math.random used') }
+  t.teardown(() => { Math.random = random })
+  t.same(await askTtl([server.server], 'id.test', true, false), [{ address: '10.0.5.1', ttl: 11, family: 4 }])
+})
+
+t.test('TTL queries in flight are bounded: past the bound a lookup gets no records at once, and the id draw always ends', async (t) => {
+  const silent = await startDnsServer()
+  t.teardown(() => silent.close())
+  silent.mode = 'blackhole'
+  // 33,000 dual-stack names: more tries than there are ids.
+  const ttl = new TtlQuery({ timeoutMs: 200, tries: 1 })
+  let refused = 0
+  const asks = []
+  for (let i = 0; i < 33_000; i++) {
+    asks.push(new Promise((resolve) => ttl.query([silent.server], `n${i}.test`, true, true, (records) => {
+      if (i >= MAX_IN_FLIGHT / 2) refused++
+      resolve(records)
+    })))
+  }
+  t.ok(MAX_IN_FLIGHT <= 8192, 'a small share of the ids')
+  const answers = await Promise.all(asks)
+  t.ok(answers.every((records) => records.length === 0))
+  t.equal(refused, 33_000 - MAX_IN_FLIGHT / 2, 'every lookup past the bound answered without a query')
+  t.ok(silent.queries <= MAX_IN_FLIGHT, 'only the tries within the bound were sent (some the loaded server dropped)')
+  // The bound frees as tries end.
+  const small = new TtlQuery({ timeoutMs: 100, tries: 1, maxInFlight: 2 })
+  const first = new Promise((resolve) => small.query([silent.server], 'a.test', true, true, resolve))
+  let sync = true
+  const second = new Promise((resolve) => small.query([silent.server], 'b.test', true, false, (r) => resolve({ r, sync })))
+  sync = false
+  t.same(await second, { r: [], sync: false }, 'refused, still asynchronously')
+  await first
+  silent.resetCounts()
+  await new Promise((resolve) => small.query([silent.server], 'c.test', true, false, resolve))
+  t.equal(silent.count('c.test', 'A'), 1, 'sent once the tries in flight ended')
+})
+
+t.test('TTL queries ask only what the system resolver sent as written', async (t) => {
+  for (const [name, ndots, sent] of [
+    ['a.test', 1, true], ['short', 1, false], ['short.', 1, true], ['a.b.test', 5, false], ['a.b.c.d.e.test', 5, true],
+    ['a.b.test.', 5, true], ['localhost', 0, false], ['x.LocalHost', 1, false], ['printer.local', 1, false],
+    ['printer.local.', 1, false], ['local.test', 1, true], ['x', 0, true],
+  ]) t.equal(asksAsIs(name, ndots), sent, `${name} with ndots ${ndots}`)
+  const file = path.join(tmp, 'resolv.conf')
+  fs.writeFileSync(file, 'nameserver 127.0.0.1\nsearch a.test\noptions ndots:5 timeout:1\n')
+  t.same(resolverOptions(file, {}), { ndots: 5, edns: false })
+  t.same(resolverOptions(file, { RES_OPTIONS: 'edns0 ndots:20' }), { ndots: 15, edns: true }, 'RES_OPTIONS after the file; ndots capped at 15 as glibc caps it')
+  t.same(resolverOptions(path.join(tmp, 'missing'), {}), { ndots: 1, edns: false })
+  t.equal(encodeQuery(1, ['a', 'test'], 1).length, 12 + 8 + 4, 'no EDNS0 record unless asked')
+  t.same(packet.decode(encodeQuery(1, ['a', 'test'], 1, true)).additionals.map((r) => r.type), ['OPT'])
 })
 
 t.test('decodeReply: CNAME chains, errors, truncation and malformed packets', async (t) => {
@@ -197,18 +260,36 @@ t.test('decodeReply: CNAME chains, errors, truncation and malformed packets', as
       { name: 'b.test', type: 'TXT', ttl: 1, data: 'not an address' },
     ],
   })
-  t.same(decodeReply(chain, 1), [{ address: '10.0.0.1', ttl: 30, family: 4 }], 'the smallest TTL of the chain; other classes and types skipped')
-  t.same(decodeReply(chain, 28), [], 'no AAAA in it')
-  t.same(decodeReply(packet.encode({ ...base, flags: 3 }), 1), [], 'NXDOMAIN')
-  t.same(decodeReply(packet.encode({ ...base, flags: packet.TRUNCATED_RESPONSE, answers: [{ name: 'a.test', type: 'A', ttl: 5, data: '10.0.0.1' }] }), 1), [], 'truncated: no TTL from a part')
-  t.equal(decodeReply(packet.encode({ ...base, type: 'query' }), 1), null, 'a query is no reply')
-  t.same(decodeReply(chain.subarray(0, chain.length - 3), 1), [], 'cut short in the last record')
-  t.same(decodeReply(chain.subarray(0, 20), 1), [], 'cut short in a name')
+  t.same(decodeReply(chain, 1, ['a', 'test']), [{ address: '10.0.0.1', ttl: 30, family: 4 }], 'the smallest TTL of the chain; other classes and types skipped')
+  const offChain = packet.encode({
+    ...base,
+    answers: [
+      { name: 'a.test', type: 'CNAME', ttl: 30, data: 'b.test' },
+      { name: 'b.test', type: 'CNAME', ttl: 20, data: 'a.test' },
+      { name: 'c.test', type: 'A', ttl: 300, data: '10.0.0.3' },
+      { name: 'B.TEST', type: 'A', ttl: 300, data: '10.0.0.2' },
+    ],
+  })
+  t.same(decodeReply(offChain, 1, ['a', 'test']), [{ address: '10.0.0.2', ttl: 30, family: 4 }], 'a CNAME loop ends the chain; a record off the chain is left out')
+  t.equal(decodeReply(chain, 1, ['b', 'test']), null, 'another question: not the reply')
+  t.equal(decodeReply(chain, 28, ['a', 'test']), null, 'another type: not the reply')
+  t.same(decodeReply(packet.encode({ ...base, flags: 3 }), 1, ['a', 'test']), [], 'NXDOMAIN')
+  t.same(decodeReply(packet.encode({ ...base, flags: packet.TRUNCATED_RESPONSE, answers: [{ name: 'a.test', type: 'A', ttl: 5, data: '10.0.0.1' }] }), 1, ['a', 'test']), [], 'truncated: no TTL from a part')
+  t.equal(decodeReply(packet.encode({ ...base, type: 'query' }), 1, ['a', 'test']), null, 'a query is no reply')
+  t.same(decodeReply(chain.subarray(0, chain.length - 3), 1, ['a', 'test']), [], 'cut short in the last record')
+  t.same(decodeReply(chain.subarray(0, 20), 1, ['a', 'test']), [], 'cut short in a name')
   // A record whose name points at the question (compression), with a TTL of 2^31 or more.
   const head = packet.encode({ ...base })
   head.writeUInt16BE(1, 6)
   const rr = Buffer.from([0xc0, 12, 0, 1, 0, 1, 0x80, 0, 0, 0, 0, 4, 10, 0, 0, 7])
-  t.same(decodeReply(Buffer.concat([head, rr]), 1), [{ address: '10.0.0.7', ttl: 0, family: 4 }], 'a TTL with the top bit set reads as 0')
+  t.same(decodeReply(Buffer.concat([head, rr]), 1, ['a', 'test']), [{ address: '10.0.0.7', ttl: 0, family: 4 }], 'a TTL with the top bit set reads as 0')
+  const rest = rr.subarray(2)
+  t.same(decodeReply(Buffer.concat([head, Buffer.from([1, 97])]), 1, ['a', 'test']), [], 'a name with no end: malformed')
+  const self = Buffer.from([0xc0 | (head.length >> 8), head.length & 0xff])
+  const long = Buffer.concat([...Array.from({ length: 5 }, () => Buffer.from([63, ...Buffer.alloc(63, 97)])), Buffer.from([0])])
+  for (const [name, what] of [[self, 'a pointer to itself'], [Buffer.from([0x40, 0]), 'a label of an unknown kind'], [long, 'a name over 255 bytes']]) {
+    t.same(decodeReply(Buffer.concat([head, name, rest]), 1, ['a', 'test']), [], `${what}: malformed`)
+  }
   t.same(packet.decode(encodeQuery(7, ['a', 'test'], 28)).questions, [{ name: 'a.test', type: 'AAAA', class: 'IN' }])
 })
 

@@ -12,9 +12,10 @@ const MAX_SEARCH_NOTES = 10_000
 
 // Where answers come from. The system resolver (the original dns.lookup,
 // all: true, verbatim) is the source of the answer, so hosts-file precedence,
-// search domains and nsswitch behave exactly as without the cache. A DNS
-// query beside it (ttl-query.js, asking dns.getServers()) supplies the TTL
-// once the answer is known, and never holds the process open. With `servers`
+// search domains and nsswitch behave exactly as without the cache. DNS
+// queries of the name that answered (name-learner.js, asking resolv.conf's
+// servers) supply its TTL and refresh it while it is unchanged, and never
+// hold the process open. With `servers`
 // the answer comes from c-ares alone, asking those servers (hosts file first).
 class Upstream {
   #systemLookup
@@ -56,8 +57,15 @@ class Upstream {
     return this.#hosts
   }
 
+  // resolv.conf's `edns0`, read with the first query, decides whether
+  // queries carry EDNS0 as glibc's do. (Which names are asked follows the
+  // search list: name-learner.js.)
   #ttl () {
-    this.#ttlQuery ??= new (require('./ttl-query').TtlQuery)({ timeoutMs: this.#queryTimeoutMs, tries: 2 })
+    if (this.#ttlQuery === null) {
+      const { TtlQuery, resolverOptions } = require('./ttl-query')
+      const { edns } = resolverOptions()
+      this.#ttlQuery = new TtlQuery({ timeoutMs: this.#queryTimeoutMs, tries: 2, edns })
+    }
     return this.#ttlQuery
   }
 

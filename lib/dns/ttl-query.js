@@ -2,10 +2,18 @@
 
 const { isIP } = require('./ip')
 const { domainToASCII } = require('node:url')
+const { randomFillSync } = require('node:crypto')
 
 const TYPE_A = 1
 const TYPE_AAAA = 28
 const TYPE_CNAME = 5
+const CLASS_IN = 1
+
+// Tries in flight at most. A query id has 16 bits: past this, a new lookup
+// gets no TTL query (its callback has no records, so the answer keeps
+// fallbackTtlMs) instead of waiting for a free id. It also keeps the id draw
+// short: with at most 1/16 of the ids taken, a draw is free 15 times in 16.
+const MAX_IN_FLIGHT = 4096
 
 // Asks DNS for the TTLs of a name's A and/or AAAA records, beside the
 // getaddrinfo that gave the answer. The answer is already with its callers;
@@ -17,43 +25,78 @@ const TYPE_CNAME = 5
 // try waits the same `timeoutMs` (deadlines come in the order tries start).
 // Each try asks the next of the servers given (dns.getServers()'s form);
 // `tries` tries in all.
+//
+// What a reply must match to be taken, as c-ares (same_questions), glibc
+// (res_queriesmatch) and Go (checkResponse) check it: the server and port
+// asked, the id, and the question (name, type, class IN); records count only
+// when owned by the name asked or a name its CNAME chain leads to. Anything
+// else is ignored and the try keeps waiting.
 class TtlQuery {
   #timeoutMs
   #tries
+  #maxInFlight
+  #edns
   #sockets = { udp4: null, udp6: null }
   #pending = new Map() // query id -> try in flight
   #head = null // tries in flight, earliest deadline first (a linked list)
   #tail = null
   #timer = null
+  #ids = new Uint16Array(256)
+  #idsLeft = 0
 
-  constructor ({ timeoutMs, tries }) {
+  // `edns`: whether queries carry an EDNS0 record (glibc sends one only with
+  // `options edns0` in resolv.conf; see resolverOptions()).
+  constructor ({ timeoutMs, tries, maxInFlight = MAX_IN_FLIGHT, edns = false }) {
     this.#timeoutMs = timeoutMs
     this.#tries = tries
+    this.#maxInFlight = maxInFlight
+    this.#edns = edns
   }
 
   // callback(records, rcode) once, with [{ address, ttl, family }] for what
   // answered, maybe nothing, and the last reply's rcode (-1: no reply).
   query (servers, hostname, want4, want6, callback) {
     const name = wireName(hostname)
-    if (name === null || servers.length === 0 || (!want4 && !want6)) return process.nextTick(callback, [])
-    const lookup = { servers, name, records: [], rcode: -1, left: (want4 ? 1 : 0) + (want6 ? 1 : 0), callback }
+    const count = (want4 ? 1 : 0) + (want6 ? 1 : 0)
+    if (name === null || servers.length === 0 || count === 0 || this.#pending.size + count > this.#maxInFlight) {
+      return process.nextTick(callback, [])
+    }
+    const lookup = { servers, name, records: [], rcode: -1, left: count, callback }
     if (want4) this.#send(lookup, TYPE_A, 0)
     if (want6) this.#send(lookup, TYPE_AAAA, 0)
     if (this.#timer === null) this.#arm()
   }
 
+  // Ids come from the CSPRNG, drawn 256 at a time: a reply that guesses one
+  // must also name the question and reach the socket's port.
+  #nextId () {
+    if (this.#idsLeft === 0) {
+      randomFillSync(this.#ids)
+      this.#idsLeft = this.#ids.length
+    }
+    return this.#ids[--this.#idsLeft]
+  }
+
   #send (lookup, type, attempt) {
     const server = parseServer(lookup.servers[attempt % lookup.servers.length])
+    // Ends: query() keeps the tries in flight to MAX_IN_FLIGHT of 65,536 ids.
     let id
-    do id = Math.floor(Math.random() * 65536); while (this.#pending.has(id))
+    do id = this.#nextId(); while (this.#pending.has(id))
     const entry = { id, lookup, type, attempt, server, deadline: performance.now() + this.#timeoutMs, next: null }
     this.#pending.set(id, entry)
     if (this.#tail === null) this.#head = entry
     else this.#tail.next = entry
     this.#tail = entry
-    this.#socket(isIP(server.address) === 6 ? 'udp6' : 'udp4').send(encodeQuery(id, lookup.name, type), server.port, server.address)
+    this.#socket(isIP(server.address) === 6 ? 'udp6' : 'udp4').send(encodeQuery(id, lookup.name, type, this.#edns), server.port, server.address)
   }
 
+  // The source port: the socket is never bound by us, so its first send binds
+  // it to port 0 and the kernel picks an ephemeral port at random (Linux
+  // draws from ip_local_port_range). It stays while queries are in flight and
+  // a new one is drawn after every idle spell. c-ares too keeps one socket
+  // for many queries; glibc opens one per lookup. One per query would cost a
+  // file descriptor per cold name in a burst, for replies that can only set a
+  // TTL (clamped to [minTtlMs, maxTtlMs]) of addresses getaddrinfo gave.
   #socket (kind) {
     let socket = this.#sockets[kind]
     if (socket === null) {
@@ -70,7 +113,7 @@ class TtlQuery {
     if (msg.length < 2) return
     const entry = this.#pending.get(msg.readUInt16BE(0))
     if (entry === undefined || rinfo.address !== entry.server.address || rinfo.port !== entry.server.port) return
-    const found = decodeReply(msg, entry.type)
+    const found = decodeReply(msg, entry.type, entry.lookup.name)
     if (found === null) return
     // A truncated reply says nothing about the name.
     entry.lookup.rcode = (msg[2] & 0x02) !== 0 ? -1 : msg[3] & 0x0f
@@ -121,7 +164,10 @@ class TtlQuery {
   }
 }
 
-// The name's labels as on the wire, or null for one DNS cannot carry.
+// The name's labels as on the wire, or null for one DNS cannot carry. A
+// non-ASCII name is converted as Node converts it for getaddrinfo and c-ares
+// (its toASCII is url.domainToASCII, line by line: Node 20 maps ß to ss,
+// Node 24 keeps it); one that does not convert is never asked.
 function wireName (hostname) {
   // eslint-disable-next-line no-control-regex -- ASCII is what goes as-is
   const ascii = /^[\x00-\x7f]*$/.test(hostname) ? hostname : domainToASCII(hostname)
@@ -130,17 +176,17 @@ function wireName (hostname) {
   return labels
 }
 
-// A recursive query for (name, type) with an EDNS0 record offering 1,232
-// bytes, as c-ares asks. Ids are Math.random's: a forged reply could only set
-// the TTL (clamped to [minTtlMs, maxTtlMs]) of addresses getaddrinfo gave.
-function encodeQuery (id, labels, type) {
-  let length = 12 + 1 + 4 + 11
+// A recursive query for (name, type), with an EDNS0 record offering 1,232
+// bytes only when `edns` (as glibc with `options edns0`; without it a reply
+// over 512 bytes comes truncated, and gives no TTL).
+function encodeQuery (id, labels, type, edns = false) {
+  let length = 12 + 1 + 4 + (edns ? 11 : 0)
   for (const label of labels) length += 1 + label.length
   const buf = Buffer.alloc(length)
   buf.writeUInt16BE(id, 0)
   buf.writeUInt16BE(0x0100, 2) // RD
   buf.writeUInt16BE(1, 4) // one question
-  buf.writeUInt16BE(1, 10) // one additional: OPT
+  if (edns) buf.writeUInt16BE(1, 10) // one additional: OPT
   let o = 12
   for (const label of labels) {
     buf[o++] = label.length
@@ -148,53 +194,99 @@ function encodeQuery (id, labels, type) {
   }
   o++ // the root label
   buf.writeUInt16BE(type, o)
-  buf.writeUInt16BE(1, o + 2) // IN
-  o += 5 // OPT: the root name
-  buf.writeUInt16BE(41, o)
-  buf.writeUInt16BE(1232, o + 2)
+  buf.writeUInt16BE(CLASS_IN, o + 2)
+  if (edns) {
+    o += 5 // OPT: the root name
+    buf.writeUInt16BE(41, o)
+    buf.writeUInt16BE(1232, o + 2)
+  }
   return buf
 }
 
-// The records of `type` in a reply, each with the smallest TTL along its
-// CNAME chain (as c-ares gives them); [] for an error, a truncated or a
-// malformed reply (no TTL from it), null for a packet that is no reply.
-function decodeReply (msg, type) {
+// The records of `type` owned by `labels` (the name asked) or a name its
+// CNAME chain leads to, each with the smallest TTL along that chain (as
+// c-ares gives them); [] for an error, a truncated or a malformed reply (no
+// TTL from it); null for a packet that is not the reply to (labels, type):
+// no response, another opcode, another question.
+function decodeReply (msg, type, labels) {
   try {
     const flags = msg.readUInt16BE(2)
-    if ((flags & 0x8000) === 0) return null
+    if ((flags & 0x8000) === 0 || (flags & 0x7800) !== 0) return null
+    if (msg.readUInt16BE(4) !== 1) return null
+    const asked = nameKey(labels)
+    let [owner, o] = readName(msg, 12)
+    if (owner !== asked || msg.readUInt16BE(o) !== type || msg.readUInt16BE(o + 2) !== CLASS_IN) return null
+    o += 4
     if ((flags & 0x020f) !== 0) return []
-    let o = 12
-    for (let i = msg.readUInt16BE(4); i > 0; i--) o = skipName(msg, o) + 4
-    const found = []
-    let chainTtl = Infinity
+    const records = []
+    const cnames = new Map() // owner -> { target, ttl }
     for (let i = msg.readUInt16BE(6); i > 0; i--) {
-      o = skipName(msg, o)
+      ;[owner, o] = readName(msg, o)
       const rtype = msg.readUInt16BE(o)
+      const rclass = msg.readUInt16BE(o + 2)
       const ttl = ttlOf(msg.readUInt32BE(o + 4))
       const length = msg.readUInt16BE(o + 8)
       o += 10
       if (o + length > msg.length) return []
-      if (msg.readUInt16BE(o - 8) === 1) {
-        if (rtype === TYPE_CNAME) chainTtl = Math.min(chainTtl, ttl)
-        else if (rtype === type && length === (type === TYPE_A ? 4 : 16)) found.push({ address: addressAt(msg, o, type), ttl, family: type === TYPE_A ? 4 : 6 })
+      if (rclass === CLASS_IN) {
+        if (rtype === TYPE_CNAME && !cnames.has(owner)) cnames.set(owner, { target: readName(msg, o)[0], ttl })
+        else if (rtype === type && length === (type === TYPE_A ? 4 : 16)) records.push({ owner, address: addressAt(msg, o, type), ttl })
       }
       o += length
     }
-    for (const r of found) r.ttl = Math.min(r.ttl, chainTtl)
+    // Follow the chain from the name asked; a loop ends it.
+    const chain = new Set([asked])
+    let chainTtl = Infinity
+    for (let name = asked, link = cnames.get(name); link !== undefined && !chain.has(link.target); link = cnames.get(name)) {
+      chainTtl = Math.min(chainTtl, link.ttl)
+      name = link.target
+      chain.add(name)
+    }
+    const found = []
+    for (const r of records) {
+      if (chain.has(r.owner)) found.push({ address: r.address, ttl: Math.min(r.ttl, chainTtl), family: type === TYPE_A ? 4 : 6 })
+    }
     return found
   } catch {
     return []
   }
 }
 
-function skipName (msg, o) {
+// A name's key: its labels, length-prefixed, ASCII letters folded (DNS
+// compares names so, RFC 4343); other bytes as they are.
+function nameKey (labels) {
+  let key = ''
+  for (const label of labels) key += String.fromCharCode(label.length) + label
+  return foldAscii(key)
+}
+
+function foldAscii (s) {
+  return s.replace(/[A-Z]+/g, (m) => m.toLowerCase())
+}
+
+// [the name at `o` as nameKey() spells it, the offset past it], following
+// compression pointers (each must point back, so a loop cannot).
+function readName (msg, o) {
+  let key = ''
+  let end = -1
+  let limit = o
   for (;;) {
     if (o >= msg.length) throw new RangeError('name past the end')
     const length = msg[o]
-    if (length === 0) return o + 1
-    if ((length & 0xc0) === 0xc0) return o + 2
-    o += length + 1
+    if (length === 0) break
+    if ((length & 0xc0) === 0xc0) {
+      const target = ((length & 0x3f) << 8) | msg[o + 1]
+      if (end === -1) end = o + 2
+      if (target >= limit) throw new RangeError('pointer forward')
+      o = limit = target
+      continue
+    }
+    if ((length & 0xc0) !== 0 || o + 1 + length > msg.length) throw new RangeError('bad label')
+    key += String.fromCharCode(length) + msg.toString('latin1', o + 1, o + 1 + length)
+    if (key.length > 255) throw new RangeError('name too long')
+    o += 1 + length
   }
+  return [foldAscii(key), end === -1 ? o + 1 : end]
 }
 
 // RFC 2181: a TTL with the top bit set is read as 0.
@@ -211,6 +303,54 @@ function addressAt (msg, o, type) {
   return new (require('node:net').SocketAddress)({ address: groups.join(':'), family: 'ipv6' }).address
 }
 
+// What the system resolver sends to the DNS servers for a name that
+// getaddrinfo answered, so that a TTL query asks nothing it did not (glibc's
+// res_search and nsswitch, as on Linux):
+// - a name with fewer dots than `ndots` and no trailing dot was first tried
+//   with each search domain; which one answered is unknown, so none is asked
+//   (and never the bare name, which may not have been sent at all);
+// - `localhost` and names under it are answered by the hosts file or
+//   nss-myhostname (RFC 6761), names under `local` by mDNS (RFC 6762): not
+//   by the DNS servers.
+// The rest was sent as written, to the servers of resolv.conf (which
+// dns.getServers() lists), and is asked as written.
+function asksAsIs (hostname, ndots) {
+  if (hostname.endsWith('.')) hostname = hostname.slice(0, -1)
+  else {
+    let dots = 0
+    for (let i = hostname.indexOf('.'); i !== -1 && dots < ndots; i = hostname.indexOf('.', i + 1)) dots++
+    if (dots < ndots) return false
+  }
+  const name = foldAscii(hostname)
+  return !(name === 'localhost' || name.endsWith('.localhost') || name === 'local' || name.endsWith('.local'))
+}
+
+// The options of resolv.conf that decide what is sent, read as glibc reads
+// them: `options` lines in the file, then RES_OPTIONS; `ndots:n` (capped at
+// 15, default 1) and `edns0`. An unreadable file means the defaults.
+function resolverOptions (file = '/etc/resolv.conf', env = process.env) {
+  const out = { ndots: 1, edns: false }
+  let lines = []
+  try {
+    lines = require('node:fs').readFileSync(file, 'latin1').split('\n')
+  } catch {}
+  const apply = (words) => {
+    for (const word of words) {
+      if (word === 'edns0') out.edns = true
+      else if (word.startsWith('ndots:')) {
+        const n = Number.parseInt(word.slice(6), 10)
+        if (n >= 0) out.ndots = Math.min(n, 15)
+      }
+    }
+  }
+  for (const line of lines) {
+    const words = line.trim().split(/\s+/)
+    if (words[0] === 'options') apply(words.slice(1))
+  }
+  if (typeof env.RES_OPTIONS === 'string') apply(env.RES_OPTIONS.trim().split(/\s+/))
+  return out
+}
+
 // "1.2.3.4", "1.2.3.4:5353", "::1", "[::1]:5353", as dns.getServers() gives.
 function parseServer (server) {
   if (server[0] === '[') {
@@ -222,4 +362,4 @@ function parseServer (server) {
   return { address: server.slice(0, colon), port: Number(server.slice(colon + 1)) }
 }
 
-module.exports = { TtlQuery, decodeReply, encodeQuery, parseServer, wireName }
+module.exports = { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, parseServer, resolverOptions, wireName }
