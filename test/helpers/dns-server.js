@@ -13,6 +13,7 @@ class TestDnsServer {
   #held = null // replies waiting for release(), while hold() is on
   mode = 'answer' // 'answer' | 'refuse' | 'servfail' | 'blackhole' | 'nxdomain'
   delayMs = 0
+  dropAfter = Infinity // queries past this many (since resetCounts) get no reply
   queries = 0
   queriesByName = new Map() // `${name} ${type}` -> count
   clients = new Set() // `${address}:${port}` of every sender: how many sockets asked
@@ -92,7 +93,7 @@ class TestDnsServer {
     this.clients.add(`${rinfo.address}:${rinfo.port}`)
     const key = `${question.name.toLowerCase()} ${question.type}`
     this.queriesByName.set(key, (this.queriesByName.get(key) ?? 0) + 1)
-    if (this.mode === 'blackhole') return
+    if (this.mode === 'blackhole' || this.queries > this.dropAfter) return
     const reply = this.#answer(query, question)
     const send = () => {
       if (this.#socket) this.#socket.send(reply, rinfo.port, rinfo.address)
