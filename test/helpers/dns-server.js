@@ -15,6 +15,7 @@ class TestDnsServer {
   delayMs = 0
   dropAfter = Infinity // queries past this many (since resetCounts) get no reply
   queries = 0
+  nxdomainAnswers = 0 // replies that said "no such name"
   queriesByName = new Map() // `${name} ${type}` -> count
   clients = new Set() // `${address}:${port}` of every sender: how many sockets asked
   address = null
@@ -55,6 +56,7 @@ class TestDnsServer {
 
   resetCounts () {
     this.queries = 0
+    this.nxdomainAnswers = 0
     this.queriesByName.clear()
     this.clients.clear()
   }
@@ -122,7 +124,10 @@ class TestDnsServer {
     if (this.mode === 'refuse') return packet.encode({ ...response, flags: response.flags | 5 })
     if (this.mode === 'servfail') return packet.encode({ ...response, flags: response.flags | 2 })
     const record = this.#records.get(question.name.toLowerCase())
-    if (!record || this.mode === 'nxdomain') return packet.encode({ ...response, flags: response.flags | 3 })
+    if (!record || this.mode === 'nxdomain') {
+      this.nxdomainAnswers++
+      return packet.encode({ ...response, flags: response.flags | 3 })
+    }
     const rrs = record[question.type] ?? []
     response.answers = rrs.map(({ address, ttl }) => ({
       name: question.name, type: question.type, class: 'IN', ttl, data: address,
