@@ -60,7 +60,7 @@
 const { channels } = require('./diagnostics')
 const { histogram } = require('./monitor/registry')
 const { onShutdown, offShutdown } = require('./shutdown')
-const { integer, boolean, oneOf, func, string, nullable, resolve } = require('./options')
+const { integer, timerMs, boolean, oneOf, func, string, nullable, resolve } = require('./options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_CONFLICTING_OPTIONS,
@@ -73,10 +73,6 @@ const {
   ERR_IO_HYGIENE_INVALID_RESULT,
 } = require('./errors')
 
-// setTimeout turns anything larger into 1 ms.
-const MAX_TIMER_MS = 2_147_483_647
-const ms = (min) => integer(min, MAX_TIMER_MS)
-
 // Upper bounds (ms) of the flush latency histogram; the last bucket is open.
 const FLUSH_LATENCY_BUCKETS_MS = Object.freeze([1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, Infinity])
 
@@ -84,26 +80,26 @@ const FLUSH_LATENCY_BUCKETS_MS = Object.freeze([1, 2, 5, 10, 20, 50, 100, 200, 5
 const spec = {
   send: { default: null, check: nullable(func()) },
   name: { default: 'batch', check: string() },
-  flushIntervalMs: { default: 5, check: ms(0) },
+  flushIntervalMs: { default: 5, check: timerMs(0) },
   maxBatchItems: { default: 500, check: integer(1) },
   maxBatchBytes: { default: 1_000_000, check: integer(1) },
   maxQueuedItems: { default: 100_000, check: integer(1) },
   maxQueuedBytes: { default: 33_554_432, check: integer(1) },
   overflow: { default: 'wait', check: oneOf('wait', 'reject') },
-  maxWaitMs: { default: 60_000, check: ms(0) },
+  maxWaitMs: { default: 60_000, check: timerMs(0) },
   concurrency: { default: 1, check: integer(1, 1_000) },
-  deliveryTimeoutMs: { default: 120_000, check: ms(1) },
-  retryBackoffMs: { default: 100, check: ms(0) },
-  maxRetryBackoffMs: { default: 1_000, check: ms(0) },
+  deliveryTimeoutMs: { default: 120_000, check: timerMs(1) },
+  retryBackoffMs: { default: 100, check: timerMs(0) },
+  maxRetryBackoffMs: { default: 1_000, check: timerMs(0) },
   flushWhenIdle: { default: true, check: boolean() },
   flushOnSignals: { default: false, check: boolean() },
-  shutdownTimeoutMs: { default: 10_000, check: ms(0) },
+  shutdownTimeoutMs: { default: 10_000, check: timerMs(0) },
   sizeOf: { default: sizeOfBytes, check: func() },
   groupOf: { default: null, check: nullable(func()) },
   isRetriable: { default: isRetriableFlag, check: func() },
 }
 
-const waitSpec = { timeoutMs: { default: null, check: nullable(ms(0)) } }
+const waitSpec = { timeoutMs: { default: null, check: nullable(timerMs(0)) } }
 
 // Strings, Buffers and typed arrays measure themselves; anything else needs
 // a sizeOf, or the byte caps would be fiction.

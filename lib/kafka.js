@@ -2,14 +2,14 @@
 
 const { createBatcher } = require('./batch')
 const { onShutdown, offShutdown } = require('./shutdown')
-const { integer, oneOf, boolean, resolve } = require('./options')
+const { integer, timerMs, oneOf, boolean, resolve } = require('./options')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED } = require('./errors')
 
 // Defaults, and why, are in the README's kafka table; a test keeps the two equal.
 const spec = {
   // librdkafka's linger.ms. Waited only while a request is in flight: the
   // first send after an idle moment goes at once.
-  lingerMs: { default: 5, check: integer(0, 2_147_483_647) },
+  lingerMs: { default: 5, check: timerMs(0) },
   // librdkafka's batch.num.messages / batch.size: 1,000,000 bytes of keys,
   // values and headers keeps every partition's record batch under the
   // broker's default message.max.bytes (1,048,588).
@@ -27,21 +27,21 @@ const spec = {
   // A full queue makes send() wait for room (back-pressure), or reject.
   overflow: { default: 'wait', check: oneOf('wait', 'reject') },
   // The Java producer's max.block.ms: how long send() waits for room.
-  maxQueueWaitMs: { default: 60_000, check: integer(0, 2_147_483_647) },
+  maxQueueWaitMs: { default: 60_000, check: timerMs(0) },
   // The Java producer's delivery.timeout.ms, counted from the send() call
   // (waiting for room, linger, flight and retries included): long enough to
   // ride out a broker restart or a leader election.
-  deliveryTimeoutMs: { default: 120_000, check: integer(1, 2_147_483_647) },
+  deliveryTimeoutMs: { default: 120_000, check: timerMs(1) },
   // The Java producer's retry.backoff.ms / retry.backoff.max.ms, between our
   // retries of a request that kafkajs gave up on.
-  retryBackoffMs: { default: 100, check: integer(0, 2_147_483_647) },
-  maxRetryBackoffMs: { default: 1_000, check: integer(0, 2_147_483_647) },
+  retryBackoffMs: { default: 100, check: timerMs(0) },
+  maxRetryBackoffMs: { default: 1_000, check: timerMs(0) },
   // Kubernetes stops a pod with SIGTERM: drain (send what is queued, wait
   // for its acknowledgements, disconnect) before the signal does what it
   // would have done (lib/shutdown.js), so nothing queued is lost.
   flushOnSignals: { default: true, check: boolean() },
   // Bounds that drain, inside Kubernetes' default 30 s grace period.
-  shutdownTimeoutMs: { default: 10_000, check: integer(1, 2_147_483_647) },
+  shutdownTimeoutMs: { default: 10_000, check: timerMs(1) },
 }
 
 const kWrapped = Symbol.for('io-hygiene.kafka.wrapped.v1')

@@ -19,6 +19,18 @@ function integer (min = 0, max = Number.MAX_SAFE_INTEGER) {
   return check
 }
 
+// The one validator of durations, for every module: setTimeout and
+// setInterval turn a delay above 2^31-1 ms into 1 ms, so a larger value would
+// fire at once instead of late. `timer` marks it for the test that walks every
+// module's options.
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+function timerMs (min = 0, max = MAX_TIMER_MS) {
+  const check = integer(min, Math.min(max, MAX_TIMER_MS))
+  check.timer = true
+  return check
+}
+
 function boolean () {
   const check = (where, key, value) => {
     if (typeof value !== 'boolean') throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'a boolean', value)
@@ -82,11 +94,20 @@ function object () {
 function nullable (check) {
   const wrapped = (where, key, value) => value === null ? null : check(where, key, value)
   wrapped.expects = `${check.expects} | null`
+  if (check.timer === true) wrapped.timer = true
   return wrapped
 }
 
-// Resolve `input` against `spec` ({ key: { default, check } }). Unknown keys
-// throw, so that `maxTTL` typed for `maxTtlMs` is caught at the call.
+// The value of an own property of `object`, or undefined: options are read
+// from what the caller wrote, never from a prototype (a polluted
+// Object.prototype.servers must not reach a resolver).
+function own (object, key) {
+  return Object.hasOwn(object, key) ? object[key] : undefined
+}
+
+// Resolve `input` against `spec` ({ key: { default, check } }), reading own
+// properties only. Unknown keys throw, so that `maxTTL` typed for `maxTtlMs`
+// is caught at the call.
 function resolve (where, spec, input) {
   if (input === undefined) input = {}
   if (input === null || typeof input !== 'object' || Array.isArray(input)) {
@@ -98,7 +119,7 @@ function resolve (where, spec, input) {
   }
   const out = {}
   for (const key of known) {
-    const value = input[key]
+    const value = own(input, key)
     out[key] = value === undefined ? spec[key].default : spec[key].check(where, key, value)
   }
   return Object.freeze(out)
@@ -144,6 +165,9 @@ function mayMentionUs (env = process.env) {
 
 module.exports = {
   integer,
+  timerMs,
+  MAX_TIMER_MS,
+  own,
   boolean,
   oneOf,
   func,

@@ -3,7 +3,7 @@
 const { isIP } = require('node:net')
 const { channels } = require('./diagnostics')
 const { onShutdown, offShutdown } = require('./shutdown')
-const { integer, boolean, object, func, string, oneOf, nullable, resolve, defaultsOf } = require('./options')
+const { integer, timerMs, boolean, object, func, string, oneOf, nullable, resolve, defaultsOf } = require('./options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_OPTION_RANGE,
@@ -119,8 +119,8 @@ const ownSpec = {
   dnsCache: { default: null, check: nullable(dnsCache()) },
   flushOnExit: { default: true, check: boolean() },
   flushOnSignals: { default: true, check: boolean() },
-  closeTimeoutMs: { default: 2_000, check: integer(1) },
-  shutdownTimeoutMs: { default: 10_000, check: integer(1) },
+  closeTimeoutMs: { default: 2_000, check: timerMs(1) },
+  shutdownTimeoutMs: { default: 10_000, check: timerMs(1) },
   hotShotsOptions: { default: null, check: nullable(object()) },
 }
 const wrapSpec = {
@@ -133,7 +133,7 @@ const spec = {
   ...ownSpec,
   // hot-shots options with a production default or a strict check.
   maxBufferSize: { default: null, check: nullable(integer(1, MAX_UDP_PAYLOAD_BYTES)) },
-  bufferFlushInterval: { default: 1_000, check: integer(1, 2 ** 31 - 1) },
+  bufferFlushInterval: { default: 1_000, check: timerMs(1) },
   port: { default: undefined, check: integer(1, 65535) },
   sampleRate: { default: undefined, check: sampleRate() },
   errorHandler: { default: null, check: nullable(func()) },

@@ -301,17 +301,41 @@ t.test('options are validated by name', async (t) => {
   t.throws(() => createDnsCache({ servers: [] }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => createDnsCache({ hostsFile: 5 }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => createDnsCache(null), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  for (const server of ['127.0.0.1:0', '[::1]:0', '127.0.0.1:00']) {
+    t.throws(() => createDnsCache({ servers: ['127.0.0.1', server] }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /a port from 1 to 65535/ }, `${server}: refused, not an abort`)
+  }
+  for (const key of ['queryTimeoutMs', 'sweepIntervalMs', 'maxTtlMs', 'staleTtlMs']) {
+    t.throws(() => createDnsCache({ [key]: 2 ** 31 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' }, `${key}: 2^31 refused`)
+  }
   const cache = createDnsCache({ servers: ['127.0.0.1:5353'], hostsFile: null })
   cache.close()
 })
 
+t.test('IO_HYGIENE_DNS_SERVERS with port 0 is refused with a coded error, not an abort', async (t) => {
+  const child = spawn(process.execPath, ['-r', require.resolve('../register'), '-e', ''], {
+    env: { ...process.env, IO_HYGIENE_DNS_SERVERS: '127.0.0.1:0' },
+  })
+  let stderr = ''
+  child.stderr.on('data', (chunk) => { stderr += chunk })
+  const [code, signal] = await new Promise((resolve) => child.on('exit', (code, signal) => resolve([code, signal])))
+  t.equal(signal, null, 'no signal')
+  t.equal(code, 1)
+  t.match(stderr, /ERR_IO_HYGIENE_INVALID_OPTION/)
+})
+
 // The default path (the system resolver, no `servers`) without root: names
-// the system resolver answers from this machine's /etc/hosts (localhost), with
-// TTL queries sent to a test server through dns.setServers(). A child process,
-// as the point is what keeps a process alive.
+// under .test answered as this machine's /etc/hosts answers localhost (a
+// wrapper of dns.lookup, which the cache asks as it would the system
+// resolver; localhost itself is never asked of DNS), with TTL queries sent to
+// a test server through dns.setServers(). A child process, as the point is
+// what keeps a process alive.
 const LOCALHOST_CHILD = `
   const dns = require('node:dns')
   dns.setServers([process.env.SERVER])
+  const system = dns.lookup
+  dns.lookup = function (name, ...rest) {
+    return system.call(this, /\\.test$/i.test(name) ? 'localhost' : name, ...rest)
+  }
   const { createDnsCache } = require(${JSON.stringify(require.resolve('..'))})
   const hostsFile = process.env.HOSTS || null
   // A TTL query that would wait an hour if the process waited for it.
@@ -321,9 +345,9 @@ const LOCALHOST_CHILD = `
   })
   ;(async () => {
     const answers = [
-      await lookup('localhost', { family: 6, hints: dns.V4MAPPED }),
-      await lookup('LocalHost', { family: 4 }),
-      await lookup('localhost', { family: 4 }),
+      await lookup('ttl.test', { family: 6, hints: dns.V4MAPPED }),
+      await lookup('TTL.Test', { family: 4 }),
+      await lookup('ttl.test', { family: 4 }),
     ]
     process.on('exit', () => console.log(JSON.stringify({ answers, stats: cache.stats() })))
   })()`
@@ -345,14 +369,14 @@ function runLocalhostChild (t, env) {
   })
 }
 
-// (That a pending TTL query never holds the process open is tested in
-// dns-search.test.js, where the system resolver asks a test server.)
-t.test('default path: localhost is never asked of DNS, even without a hosts file', async (t) => {
+// That a pending TTL query never holds the process open is tested in
+// dns-search.test.js, where the system resolver asks a test server.
+t.test('default path: a process that exits within minTtlMs sends no TTL query', async (t) => {
   const server = await startDnsServer()
   t.teardown(() => server.close())
   const { answers, stats } = await runLocalhostChild(t, { SERVER: server.server })
   t.same(answers, ['::ffff:127.0.0.1', '127.0.0.1', '127.0.0.1'])
-  t.match(stats, { upstreamLookups: 2, misses: 2, hits: 1, ttlQueries: 0, fallbacks: 2 }, 'nss answers localhost (RFC 6761), not a DNS server')
+  t.match(stats, { upstreamLookups: 2, misses: 2, hits: 1, ttlQueries: 0, fallbacks: 0 }, 'TTLs are learned at an entry\'s first refresh: none came before the exit')
   t.equal(server.queries, 0)
 })
 
@@ -362,7 +386,7 @@ t.test('default path: a hosts-file name never causes a DNS query, V4MAPPED answe
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-hosts-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const hosts = path.join(dir, 'hosts')
-  fs.writeFileSync(hosts, '127.0.0.1 localhost\n')
+  fs.writeFileSync(hosts, '127.0.0.1 localhost ttl.test\n')
   const { answers, stats } = await runLocalhostChild(t, { SERVER: server.server, HOSTS: hosts })
   t.same(answers, ['::ffff:127.0.0.1', '127.0.0.1', '127.0.0.1'])
   t.match(stats, { upstreamLookups: 2, ttlQueries: 0, fallbacks: 2, upstreamQueries: 2 })
@@ -387,4 +411,31 @@ t.test('default path: answers as the original dns.lookup, case variants shared, 
   }
   // 5 (family, hints) slots: forms that differ only in `all` or `order` share one.
   t.match(cache.stats(), { upstreamLookups: 5, misses: 5, coalesced: 10, hits: 3 * 5 + 6 * 3, ttlQueries: 0, fallbacks: 5, entries: 1 })
+})
+
+t.test('every callback runs in its own caller\'s async context: merged miss, hit, stale answer, cached error', async (t) => {
+  const { AsyncLocalStorage } = require('node:async_hooks')
+  const als = new AsyncLocalStorage()
+  const { server, cache } = await cacheWithServer(t, { minTtlMs: 0, errorTtlMs: 60_000 })
+  server.set('four.test', { a: ['10.0.4.4'], ttl: 1 })
+  // Three concurrent calls, each in its own context; what each callback sees.
+  const three = (name, base, options = {}) => Promise.all([1, 2, 3].map((i) => new Promise((resolve) => {
+    als.run({ id: base + i }, () => cache.lookup(name, options, (err) => resolve([als.getStore()?.id, err?.code ?? null])))
+  })))
+  const ok = (base, code = null) => [[base + 1, code], [base + 2, code], [base + 3, code]]
+  t.same(await three('four.test', 0), ok(0), 'a miss merged into one resolution')
+  t.match(cache.stats(), { misses: 1, coalesced: 2 })
+  t.same(await three('four.test', 10), ok(10), 'hits')
+  t.same(await three('four.test', 20, { all: true }), ok(20), 'hits, all: true')
+  t.ok(await untilStale(cache, 'four.test'))
+  t.same(await three('four.test', 30), ok(30), 'stale answers')
+  t.ok(cache.stats().staleServed >= 1)
+  t.same(await three('missing.test', 40), ok(40, 'ENOTFOUND'), 'an error merged into one resolution')
+  t.same(await three('missing.test', 50), ok(50, 'ENOTFOUND'), 'cached errors')
+  t.ok(cache.stats().negativeHits >= 3)
+  const ids = await Promise.all([1, 2, 3].map((i) => als.run({ id: 60 + i }, async () => {
+    await cache.lookupAsync('promise.test').catch(() => {})
+    return als.getStore().id
+  })))
+  t.same(ids, [61, 62, 63], 'promises')
 })

@@ -58,3 +58,9 @@ t.test('ResolvConf notices a change of the file', async (t) => {
   fs.rmSync(file)
   t.match(await current(), { ndots: 1, nameservers: [] }, 'no file: glibc\'s defaults')
 })
+
+t.test('names no DNS server is asked for', async (t) => {
+  const { mayAskDns } = require('../lib/dns/name-learner')
+  for (const name of ['localhost', 'LOCALHOST.', 'db.localhost', 'printer.local', os.hostname()]) t.equal(mayAskDns(name), false, name)
+  t.equal(mayAskDns('api.example.com'), true)
+})

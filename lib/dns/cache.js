@@ -1,6 +1,7 @@
 'use strict'
 
 const dns = require('node:dns')
+const { AsyncResource } = require('node:async_hooks')
 
 // The channels load with the first answer, as the LRU does: nothing is
 // published before it, and node:diagnostics_channel is a builtin a bare
@@ -125,7 +126,7 @@ class DnsCache {
     if (entry.waiters !== null) {
       this.#counters.coalesced++
       if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'coalesced', null)
-      entry.waiters.push(reply)
+      entry.waiters.push(AsyncResource.bind(reply))
       return
     }
     // Callers ask hit() first, so an answer here is past its TTL.
@@ -148,7 +149,11 @@ class DnsCache {
     this.#counters.misses++
     if (channels.dnsLookup.hasSubscribers) publish(hostname, slot, 'miss', null)
     entry.error = null
-    entry.waiters = [reply]
+    // Each waiter runs in the async context of its own call: the resolution
+    // answers in whichever context started it (or a refresh's, or a shared
+    // hosts-file read's). Only waiters pay for it; hits, stale answers and
+    // cached errors reply at once, in the caller's own context.
+    entry.waiters = [AsyncResource.bind(reply)]
     // A refresh still running (the answer went past staleTtlMs meanwhile)
     // answers these callers: never two resolutions of one entry at once.
     if (!entry.refreshing) this.#fetch(key, slot, entry, now)

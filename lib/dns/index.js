@@ -7,7 +7,7 @@
 const dns = require('node:dns')
 const { syncBuiltinESMExports } = require('node:module')
 const { DnsCache, ordered, resultOrder, copyError } = require('./cache')
-const { integer, stringArray, nullable, string, resolve } = require('../options')
+const { integer, timerMs, stringArray, nullable, string, resolve } = require('../options')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('../errors')
 
@@ -15,6 +15,10 @@ function servers () {
   const check = stringArray()
   const wrapped = (where, key, value) => {
     const list = check(where, key, value)
+    // Node's setServers aborts the process on port 0: refused before it is called.
+    if (list.some(portZero)) {
+      throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'an array of DNS server addresses ("ip" or "ip:port", a port from 1 to 65535)', value)
+    }
     try {
       new dns.Resolver().setServers(list)
     } catch (cause) {
@@ -24,6 +28,13 @@ function servers () {
   }
   wrapped.expects = 'string[]'
   return wrapped
+}
+
+// "ip:0" or "[ip]:0" (any number of zeros), in dns.setServers()'s forms.
+function portZero (server) {
+  if (require('./ip').isIP(server) !== 0) return false
+  const colon = server.startsWith('[') ? server.indexOf(']:') + 1 : server.lastIndexOf(':')
+  return colon > 0 && /^0+$/.test(server.slice(colon + 1))
 }
 
 function defaultHostsPath () {
@@ -37,13 +48,13 @@ function defaultHostsPath () {
 // Defaults, and why, are in the README's dns table; a test keeps the two equal.
 const spec = {
   maxEntries: { default: 10_000, check: integer(1) },
-  minTtlMs: { default: 1_000, check: integer(0) },
-  maxTtlMs: { default: 300_000, check: integer(0) },
-  fallbackTtlMs: { default: 10_000, check: integer(0) },
-  staleTtlMs: { default: 86_400_000, check: integer(0) },
-  errorTtlMs: { default: 1_000, check: integer(0) },
-  queryTimeoutMs: { default: 2_000, check: integer(1) },
-  sweepIntervalMs: { default: 60_000, check: integer(1) },
+  minTtlMs: { default: 1_000, check: timerMs(0) },
+  maxTtlMs: { default: 300_000, check: timerMs(0) },
+  fallbackTtlMs: { default: 10_000, check: timerMs(0) },
+  staleTtlMs: { default: 86_400_000, check: timerMs(0) },
+  errorTtlMs: { default: 1_000, check: timerMs(0) },
+  queryTimeoutMs: { default: 2_000, check: timerMs(1) },
+  sweepIntervalMs: { default: 60_000, check: timerMs(1) },
   servers: { default: null, check: nullable(servers()) },
   hostsFile: { default: defaultHostsPath(), check: nullable(string()) },
 }

@@ -1,20 +1,20 @@
 'use strict'
 
-const { integer, boolean, nullable } = require('../options')
+const { integer, timerMs, boolean, nullable } = require('../options')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('../errors')
 
 // Defaults, and why, are in the README's http table; a test keeps the two equal.
 const spec = {
   connections: { default: 128, check: integer(1) },
-  keepAliveTimeoutMs: { default: 4_000, check: integer(1) },
-  connectTimeoutMs: { default: 10_000, check: integer(1) },
-  headersTimeoutMs: { default: 30_000, check: integer(1) },
-  bodyTimeoutMs: { default: 30_000, check: integer(1) },
-  requestTimeoutMs: { default: null, check: nullable(integer(1)) },
+  keepAliveTimeoutMs: { default: 4_000, check: timerMs(1) },
+  connectTimeoutMs: { default: 10_000, check: timerMs(1) },
+  headersTimeoutMs: { default: 30_000, check: timerMs(1) },
+  bodyTimeoutMs: { default: 30_000, check: timerMs(1) },
+  requestTimeoutMs: { default: null, check: nullable(timerMs(1)) },
   maxRetries: { default: 2, check: integer(0, 10) },
-  retryBaseDelayMs: { default: 100, check: integer(1) },
-  maxRetryDelayMs: { default: 10_000, check: integer(1) },
+  retryBaseDelayMs: { default: 100, check: timerMs(1) },
+  maxRetryDelayMs: { default: 10_000, check: timerMs(1) },
   retryBudgetPercent: { default: 10, check: integer(0, 100) },
   retryBudgetMinPerSecond: { default: 10, check: integer(0) },
   maxReplayBodyBytes: { default: 65_536, check: integer(0) },

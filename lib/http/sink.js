@@ -21,7 +21,7 @@ const zlib = require('node:zlib')
 const { promisify } = require('node:util')
 const { createBatcher, checkLimits } = require('../batch')
 const { parseRetryAfter } = require('./body')
-const { integer, boolean, oneOf, string, nullable, resolve } = require('../options')
+const { integer, timerMs, boolean, oneOf, string, nullable, resolve } = require('../options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_INVALID_ARGUMENT,
@@ -33,8 +33,6 @@ const {
 
 const gzip = promisify(zlib.gzip)
 const where = 'createHttpSink()'
-const MAX_TIMER_MS = 2_147_483_647
-const ms = (min) => integer(min, MAX_TIMER_MS)
 // Characters of an error response kept on the error (`body`) and its message.
 const EXCERPT_CHARS = 512
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
@@ -93,19 +91,19 @@ const spec = {
   format: { default: 'ndjson', check: oneOf('ndjson', 'json') },
   compression: { default: 'none', check: oneOf('none', 'gzip') },
   headers: { default: null, check: nullable(headerObject()) },
-  lingerMs: { default: 0, check: ms(0) },
+  lingerMs: { default: 0, check: timerMs(0) },
   maxBatchItems: { default: 1000, check: integer(1) },
   maxBatchBytes: { default: 5_000_000, check: integer(2) },
   maxQueuedItems: { default: 10_000, check: integer(1) },
   maxQueuedBytes: { default: 33_554_432, check: integer(2) },
   overflow: { default: 'wait', check: oneOf('wait', 'reject') },
-  maxQueueWaitMs: { default: 60_000, check: ms(0) },
-  requestTimeoutMs: { default: 30_000, check: ms(1) },
-  deliveryTimeoutMs: { default: 120_000, check: ms(1) },
-  retryBackoffMs: { default: 1000, check: ms(0) },
-  maxRetryBackoffMs: { default: 5000, check: ms(0) },
+  maxQueueWaitMs: { default: 60_000, check: timerMs(0) },
+  requestTimeoutMs: { default: 30_000, check: timerMs(1) },
+  deliveryTimeoutMs: { default: 120_000, check: timerMs(1) },
+  retryBackoffMs: { default: 1000, check: timerMs(0) },
+  maxRetryBackoffMs: { default: 5000, check: timerMs(0) },
   flushOnSignals: { default: false, check: boolean() },
-  shutdownTimeoutMs: { default: 10_000, check: ms(0) },
+  shutdownTimeoutMs: { default: 10_000, check: timerMs(0) },
 }
 
 // A pushed record, serialised once. `bytes` counts its separator too, so the

@@ -1,6 +1,7 @@
 'use strict'
 
 const { ERR_IO_HYGIENE_INVALID_CONDITION } = require('../errors')
+const { own, MAX_TIMER_MS } = require('../options')
 
 // The numbers of a sample a condition can name; any other name in CamelCase
 // is a libuv resource type (GetAddrInfoReqWrap, TCPSocketWrap, Timeout).
@@ -23,13 +24,18 @@ const compare = {
 // object `{ when, name, for, cooldownMs, profile, heapSnapshot }` whose `for`
 // overrides the string's. Returns the compiled form the monitor evaluates.
 function parseCondition (input, defaults, where = 'createMonitor()') {
-  const spec = typeof input === 'string' ? { when: input } : input
-  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) {
+  if (typeof input !== 'string' && (input === null || typeof input !== 'object' || Array.isArray(input))) {
     throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, 'a condition is a string or an object with `when`')
   }
-  for (const key of Object.keys(spec)) {
-    if (!KEYS.includes(key)) throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, `unknown key "${key}" (known: ${KEYS.join(', ')})`)
+  if (typeof input !== 'string') {
+    for (const key of Object.keys(input)) {
+      if (!KEYS.includes(key)) throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, `unknown key "${key}" (known: ${KEYS.join(', ')})`)
+    }
   }
+  // Own properties only, as every option.
+  const spec = {}
+  if (typeof input === 'string') spec.when = input
+  else for (const key of KEYS) spec[key] = own(input, key)
   if (typeof spec.when !== 'string') throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, '`when` must be a string such as "delayP99Ms > 100"')
   const m = CONDITION.exec(spec.when)
   if (m === null) {
@@ -42,7 +48,7 @@ function parseCondition (input, defaults, where = 'createMonitor()') {
   const count = spec.for ?? (samples === undefined ? 1 : Number(samples))
   if (!Number.isInteger(count) || count < 1) throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, '`for` must be a whole number of samples, at least 1')
   const cooldownMs = spec.cooldownMs ?? defaults.cooldownMs
-  if (!Number.isInteger(cooldownMs) || cooldownMs < 0) throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, '`cooldownMs` must be a whole number of ms')
+  if (!Number.isInteger(cooldownMs) || cooldownMs < 0 || cooldownMs > MAX_TIMER_MS) throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, '`cooldownMs` must be a whole number of ms, at most 2147483647')
   for (const key of ['profile', 'heapSnapshot']) {
     if (spec[key] !== undefined && typeof spec[key] !== 'boolean') throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, `\`${key}\` must be a boolean`)
   }

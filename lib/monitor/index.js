@@ -3,7 +3,7 @@
 const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const { channels } = require('../diagnostics')
-const { integer, string, nullable, resolve } = require('../options')
+const { integer, timerMs, string, nullable, resolve } = require('../options')
 const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CLOSED } = require('../errors')
 const { Sampler } = require('./sampler')
 const { parseCondition } = require('./conditions')
@@ -40,19 +40,19 @@ function conditionList () {
 
 // Defaults, and why, are in the README's monitor table; a test keeps the two equal.
 const spec = {
-  intervalMs: { default: 1_000, check: integer(10, 2 ** 31 - 1) },
-  delayResolutionMs: { default: 10, check: integer(1, 1_000) },
+  intervalMs: { default: 1_000, check: timerMs(10) },
+  delayResolutionMs: { default: 10, check: timerMs(1, 1_000) },
   conditions: {
     default: Object.freeze(['GetAddrInfoReqWrap > 100 for 3 samples', 'delayP99Ms > 100 for 3 samples', 'elu > 0.9 for 3 samples']),
     check: conditionList(),
   },
-  cooldownMs: { default: 300_000, check: integer(0) },
+  cooldownMs: { default: 300_000, check: timerMs(0) },
   logger: { default: null, check: nullable(hasMethods('an object with a warn() method (console, pino)', 'warn')) },
   statsd: { default: null, check: nullable(hasMethods('a StatsD client with gauge() and increment() (createStatsd())', 'gauge', 'increment')) },
   statsdPrefix: { default: 'nodejs.', check: string() },
   registry: { default: null, check: nullable(hasMethods('a prom-client Registry', 'registerMetric', 'getSingleMetric', 'removeSingleMetric')) },
   profileDir: { default: null, check: nullable(string()) },
-  profileDurationMs: { default: 2_000, check: integer(1, 60_000) },
+  profileDurationMs: { default: 2_000, check: timerMs(1, 60_000) },
   heapSnapshotDir: { default: null, check: nullable(string()) },
   heapSnapshotMaxBytes: { default: 268_435_456, check: integer(0) },
 }
