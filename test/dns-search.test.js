@@ -124,6 +124,18 @@ function run ({ nameserver }) {
     t.ok(server.count(fqdn, 'A') >= 3)
   })
 
+  t.test('a V4MAPPED caller is refreshed through getaddrinfo', async (t) => {
+    server.set('legacy.ops.svc.cluster.local', { a: ['10.28.0.1'], ttl: 1 })
+    const cache = createDnsCache({ hostsFile: '/etc/hosts', fallbackTtlMs: 1000 })
+    t.teardown(() => cache.close())
+    const lookup = lookupOf(cache)
+    const options = { family: 6, hints: dns.V4MAPPED }
+    t.equal(await lookup('legacy.ops', options), '::ffff:10.28.0.1')
+    t.ok(await lookupUntil(lookup, 'legacy.ops', () => cache.stats().upstreamLookups >= 3, options), 'each refresh a getaddrinfo')
+    t.equal(await lookup('legacy.ops', options), '::ffff:10.28.0.1')
+    t.equal(cache.stats().refreshesKept, 0)
+  })
+
   t.test('a name another source answers keeps fallbackTtlMs', async (t) => {
     // The DNS name answers with other addresses than getaddrinfo gave (as
     // for an NSS service in front of DNS): the entry is not learned.

@@ -144,7 +144,7 @@ class Upstream {
     const kinds = learner.families(family, hints, conf)
     if (kinds === null) {
       entry.route = ROUTE_SYSTEM
-      return onTtl(this.#fallbackTtlMs, 'fallback')
+      return onLearned ? onLearned(false) : onTtl(this.#fallbackTtlMs, 'fallback')
     }
     const generation = this.#resolvConf().generation
     learner.learn(hostname, kinds, addresses, conf, (found) => {
