@@ -60,7 +60,14 @@ t.test('ResolvConf notices a change of the file', async (t) => {
 })
 
 t.test('names no DNS server is asked for', async (t) => {
-  const { mayAskDns } = require('../lib/dns/name-learner')
-  for (const name of ['localhost', 'LOCALHOST.', 'db.localhost', 'printer.local', os.hostname()]) t.equal(mayAskDns(name), false, name)
-  t.equal(mayAskDns('api.example.com'), true)
+  const { mayAskDns, parseHostsLine } = require('../lib/dns/name-learner')
+  const plain = parseHostsLine('hosts:          files dns')
+  const mdns = parseHostsLine('hosts: files mdns4_minimal [NOTFOUND=return] dns myhostname')
+  for (const name of ['localhost', 'LOCALHOST.', 'db.localhost', os.hostname()]) t.equal(mayAskDns(name, plain), false, name)
+  t.equal(mayAskDns('api.example.com', plain), true)
+  t.equal(mayAskDns('statsd.monitoring.svc.cluster.local.', plain), true, 'cluster.local is DNS unless nsswitch says mDNS')
+  t.equal(mayAskDns('printer.local', mdns), false, 'with mDNS in nsswitch, .local is not DNS\'s')
+  t.equal(mayAskDns('api.example.com', mdns), true)
+  t.equal(mayAskDns('api.example.com', parseHostsLine('hosts: files')), false, 'no dns in nsswitch: no DNS query at all')
+  t.same(parseHostsLine(null), { dns: true, mdns: false }, 'no nsswitch.conf: glibc\'s default')
 })

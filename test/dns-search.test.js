@@ -152,6 +152,59 @@ function run ({ nameserver }) {
     t.equal(cache.stats().searchLearned, 0)
   })
 
+  t.test('minTtlMs 0 learns at once: a trailing dot, two slots of one name, another source, a failing server', async (t) => {
+    server.set('pay.ops.svc.cluster.local', { a: ['10.29.0.1'], ttl: 3 })
+    server.set('nss.ops.svc.cluster.local', { a: ['10.29.0.2'], ttl: 3 })
+    server.set('svcf.ops.svc.cluster.local', { a: ['10.29.0.3'], ttl: 3 })
+    // An NSS service in front of DNS, as the cache sees it: a dns.lookup
+    // that answers nss.ops itself.
+    const original = dns.lookup
+    dns.lookup = function (name, options, callback) {
+      if (name === 'nss.ops') return process.nextTick(callback, null, [{ address: '10.29.9.9', family: 4 }])
+      return original.apply(this, arguments)
+    }
+    let cache
+    try {
+      cache = createDnsCache({ hostsFile: '/etc/hosts', minTtlMs: 0, fallbackTtlMs: 1000 })
+    } finally {
+      dns.lookup = original
+    }
+    t.teardown(() => cache.close())
+    const lookup = lookupOf(cache)
+    const ttlOf = (name, slot = 0) => cache[kInspect](name, slot).entry?.ttlMs
+    await lookup('pay.ops.svc.cluster.local.')
+    await lookup('pay.ops')
+    await lookup('pay.ops', { family: 4 })
+    await lookup('nss.ops')
+    const learned = await eventually(() => ttlOf('pay.ops.svc.cluster.local.') === 3000 && ttlOf('pay.ops') === 3000 && ttlOf('pay.ops', 8) === 3000 && ttlOf('nss.ops') === 1000)
+    t.ok(learned, JSON.stringify([ttlOf('pay.ops.svc.cluster.local.'), ttlOf('pay.ops'), ttlOf('pay.ops', 8), ttlOf('nss.ops'), cache.stats()]))
+    t.equal(cache.stats().searchLearned, 1, 'a name is counted once, whatever its slots; a trailing dot is no search')
+    t.equal(cache.stats().fallbacks, 1, 'the other source\'s answer keeps fallbackTtlMs')
+
+    t.equal(await lookup('svcf.ops'), '10.29.0.3')
+    server.mode = 'servfail'
+    t.teardown(() => { server.mode = 'answer' })
+    t.ok(await eventually(() => cache.stats().fallbacks === 2), 'a server failing while the name is learned: fallbackTtlMs')
+    t.equal(ttlOf('svcf.ops'), 1000)
+    server.mode = 'answer'
+    t.ok(await lookupUntil(lookup, 'svcf.ops', () => ttlOf('svcf.ops') === 3000), 'learned at its next refresh')
+  })
+
+  t.test('a server failing at a refresh that learns: getaddrinfo, then serve-stale', async (t) => {
+    server.set('down.ops.svc.cluster.local', { a: ['10.29.1.1'], ttl: 3 })
+    const cache = createDnsCache({ hostsFile: '/etc/hosts', errorTtlMs: 60_000 })
+    t.teardown(() => cache.close())
+    const lookup = lookupOf(cache)
+    t.equal(await lookup('down.ops'), '10.29.1.1')
+    server.mode = 'servfail'
+    t.teardown(() => { server.mode = 'answer' })
+    t.ok(await untilStale(cache, 'down.ops'))
+    t.equal(await lookup('down.ops'), '10.29.1.1', 'the stale answer')
+    t.ok(await eventually(() => cache.stats().errors.EAI_AGAIN === 1), 'getaddrinfo failed too')
+    t.equal(await lookup('down.ops'), '10.29.1.1', 'still served')
+    t.equal(cache.stats().refreshesKept, 0)
+  })
+
   t.test('a pending query never holds the process open', async (t) => {
     server.set('slow.ops.svc.cluster.local', { a: ['10.26.0.1'], ttl: 60 })
     server.resetCounts()

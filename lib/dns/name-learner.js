@@ -17,10 +17,14 @@ const RCODE_NXDOMAIN = 3
 class NameLearner {
   #query // () => TtlQuery
   #counters
+  #hostFamilies
 
-  constructor (query, counters) {
+  // `hostFamilies`: () => { v4, v6 }, the families the host has (injectable
+  // for tests: a host's own are what they are).
+  constructor (query, counters, hostFamilies = addressFamilies) {
     this.#query = query
     this.#counters = counters
+    this.#hostFamilies = hostFamilies
   }
 
   // Which record types getaddrinfo asked for (family, hints) under `conf`:
@@ -29,7 +33,7 @@ class NameLearner {
   families (family, hints, conf) {
     if (family === 6 && (hints & dns.V4MAPPED) !== 0) return null
     const addrconfig = (hints & dns.ADDRCONFIG) !== 0
-    const host = addrconfig ? addressFamilies() : null
+    const host = addrconfig ? this.#hostFamilies() : null
     if (family === 4) return addrconfig && !host.v4 ? null : '4'
     if (family === 6) return conf.noAaaa || (addrconfig && !host.v6) ? null : '6'
     let a = true
@@ -107,12 +111,35 @@ class NameLearner {
   }
 }
 
-// Names no DNS server was asked for: localhost (RFC 6761) and .local (mDNS,
-// RFC 6762), and this host's own name (nss-myhostname answers it).
-function mayAskDns (hostname) {
+// Names no DNS server was asked for: localhost (RFC 6761), this host's own
+// name (nss-myhostname answers it), and .local names where nsswitch puts an
+// mDNS service first (RFC 6762). Without one, glibc asks DNS for .local names
+// like any other, and Kubernetes' cluster.local depends on it.
+function mayAskDns (hostname, services = hostsServices()) {
   const name = (hostname.endsWith('.') ? hostname.slice(0, -1) : hostname).toLowerCase()
-  if (name === 'localhost' || name.endsWith('.localhost') || name === 'local' || name.endsWith('.local')) return false
-  return name !== os.hostname().toLowerCase()
+  if (name === 'localhost' || name.endsWith('.localhost')) return false
+  if ((name === 'local' || name.endsWith('.local')) && services.mdns) return false
+  return services.dns && name !== os.hostname().toLowerCase()
+}
+
+// The hosts line of /etc/nsswitch.conf, read once: whether DNS is asked at
+// all, and whether an mDNS service is. No file means glibc's default, "dns
+// files".
+let services = null
+function hostsServices (file = '/etc/nsswitch.conf') {
+  if (services !== null) return services
+  let line = null
+  try {
+    line = require('node:fs').readFileSync(file, 'latin1').split('\n').find((l) => /^\s*hosts\s*:/.test(l)) ?? null
+  } catch {}
+  services = parseHostsLine(line)
+  return services
+}
+
+function parseHostsLine (line) {
+  if (line === null) return { dns: true, mdns: false }
+  const words = line.replace(/#.*/, '').replace(/\[[^\]]*\]/g, ' ').split(/[\s:]+/).slice(1)
+  return { dns: words.includes('dns'), mdns: words.some((w) => w.startsWith('mdns')) }
 }
 
 // glibc asks 127.0.0.1 when resolv.conf names no server.
@@ -139,4 +166,4 @@ function sameAddresses (answer, records) {
   return seen.size === wanted.size
 }
 
-module.exports = { NameLearner, mayAskDns, sameAddresses, minTtl }
+module.exports = { NameLearner, mayAskDns, parseHostsLine, sameAddresses, minTtl }

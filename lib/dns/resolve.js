@@ -167,6 +167,7 @@ class Upstream {
   #onSearch (hostname, found, conf) {
     const key = hostname.toLowerCase()
     if (this.#searched.has(key)) return
+    /* c8 ignore next: a bound for 10,000 distinct short names, not worth a test's time */
     if (this.#searched.size >= MAX_SEARCH_NOTES) this.#searched.clear()
     this.#searched.add(key)
     this.#counters.searchLearned++
@@ -180,13 +181,13 @@ class Upstream {
   // yet, the search its getaddrinfo made. Anything changed (the hosts file,
   // resolv.conf, the families asked, the answer): getaddrinfo, as at first.
   #refresh (hostname, family, hints, entry, onAnswer, onTtl) {
+    // The answer being refreshed, as it is now: it is what DNS must confirm.
+    const cached = entry.answer
     const hosts = this.#hostsOf()
     hosts.lookup(hostname, (fromHosts) => {
       if (fromHosts !== undefined) return this.#system(hostname, family, hints, entry, null, onAnswer, onTtl)
       this.#resolvConf().current((conf) => {
         const route = entry.route
-        const cached = entry.answer
-        if (cached === null) return this.#system(hostname, family, hints, entry, null, onAnswer, onTtl)
         if (route === null) {
           return this.#learn(hostname, family, hints, entry, cached, conf, hosts.generation, onTtl, (kept) => {
             if (kept) {
