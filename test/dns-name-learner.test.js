@@ -57,6 +57,41 @@ t.test('another answer than getaddrinfo\'s, none at all, or a failing server', a
   t.same(local.asked, [], 'a localhost name is never asked of DNS')
 })
 
+t.test('AAAA only, and glibc\'s 127.0.0.1 when resolv.conf names no server', async (t) => {
+  const { asked, learner } = scripted({ 'v6.test AAAA': [[{ address: 'fd00::1', ttl: 9, family: 6 }], 0] })
+  const bare = { ...conf, nameservers: [], search: [] }
+  const found = await new Promise((resolve) => learner.learn('v6.test', '6', [{ address: 'fd00::1', family: 6 }], bare, resolve))
+  t.same(found, { fqdn: 'v6.test', ttlMs: 9000, tried: 0 })
+  t.same(asked, ['v6.test AAAA'])
+})
+
+t.test('nsswitch.conf read from a file', async (t) => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const path = require('node:path')
+  const { readHostsServices } = require('../lib/dns/name-learner')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-nss-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'nsswitch.conf')
+  fs.writeFileSync(file, 'passwd: files\nhosts: files mdns4_minimal [NOTFOUND=return] dns # comment\n')
+  t.same(readHostsServices(file), { dns: true, mdns: true })
+  fs.writeFileSync(file, 'passwd: files\n')
+  t.same(readHostsServices(file), { dns: true, mdns: false }, 'no hosts line: the default')
+  t.same(readHostsServices(path.join(dir, 'none')), { dns: true, mdns: false }, 'no file: the default')
+})
+
+t.test('the host\'s address families, as glibc counts them', async (t) => {
+  const os = require('node:os')
+  const { addressFamilies } = require('../lib/dns/address-families')
+  const all = Object.values(os.networkInterfaces()).flat()
+  const expected = {
+    v4: all.some((a) => a.family === 'IPv4' && a.address !== '127.0.0.1'),
+    v6: all.some((a) => a.family === 'IPv6' && a.address !== '::1'),
+  }
+  t.same(addressFamilies(), expected)
+  t.equal(addressFamilies(60_000), addressFamilies(60_000), 'read again only after checkIntervalMs')
+})
+
 t.test('refresh: the records, or null when a query failed', async (t) => {
   const { learner, counters } = scripted({ 'a.test A': [[A('10.0.0.1')], 0], 'a.test AAAA': [[], 2] })
   const refresh = (kinds) => new Promise((resolve) => learner.refresh('a.test', kinds, conf, resolve))

@@ -39,6 +39,7 @@ t.test('candidates in glibc\'s order', async (t) => {
   t.same(searchCandidates('api.example.com', plain), ['api.example.com', 'api.example.com.corp.test'])
   t.same(searchCandidates('short', { ...plain, noTldQuery: true }), ['short.corp.test'], 'no-tld-query: a dotless name is never asked bare')
   t.same(searchCandidates('short', { ...plain, search: ['.', 'corp.test'] }), ['short', 'short.corp.test'], 'the root on the list')
+  t.same(searchCandidates('short', { ...plain, search: ['corp.test.'] }), ['short.corp.test', 'short'], 'a domain written with its trailing dot')
 })
 
 t.test('ResolvConf notices a change of the file', async (t) => {
@@ -57,6 +58,13 @@ t.test('ResolvConf notices a change of the file', async (t) => {
   t.ok(rc.generation > first)
   fs.rmSync(file)
   t.match(await current(), { ndots: 1, nameservers: [] }, 'no file: glibc\'s defaults')
+  fs.mkdirSync(file)
+  t.match(await current(), { ndots: 1, nameservers: [] }, 'unreadable: the defaults too')
+  const slow = new ResolvConf(path.join(dir, 'none'), 60_000)
+  await new Promise((resolve) => slow.current(resolve))
+  const generation = slow.generation
+  await new Promise((resolve) => slow.current(resolve))
+  t.equal(slow.generation, generation, 'not checked again within checkIntervalMs')
 })
 
 t.test('names no DNS server is asked for', async (t) => {

@@ -17,15 +17,18 @@ function addressFamilies (checkIntervalMs = 1000) {
   let v4 = false
   let v6 = false
   let interfaces = {}
-  /* c8 ignore next 3: libuv fails to list interfaces only where the platform
-     cannot (some sandboxes); glibc then sees no address either */
+  // libuv fails to list interfaces only where the platform cannot (some
+  // sandboxes); glibc then sees no address either.
+  /* c8 ignore start */
   try {
     interfaces = os.networkInterfaces()
   } catch {}
+  /* c8 ignore stop */
   for (const list of Object.values(interfaces)) {
     for (const a of list) {
-      if (a.family === 'IPv4') v4 ||= a.address !== '127.0.0.1'
-      else v6 ||= a.address !== '::1'
+      if (a.family === 'IPv4') {
+        if (a.address !== '127.0.0.1') v4 = true
+      } else if (a.address !== '::1') v6 = true
     }
   }
   cached = { v4, v6 }

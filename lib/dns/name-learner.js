@@ -126,14 +126,17 @@ function mayAskDns (hostname, services = hostsServices()) {
 // all, and whether an mDNS service is. No file means glibc's default, "dns
 // files".
 let services = null
-function hostsServices (file = '/etc/nsswitch.conf') {
-  if (services !== null) return services
+function hostsServices () {
+  services ??= readHostsServices('/etc/nsswitch.conf')
+  return services
+}
+
+function readHostsServices (file) {
   let line = null
   try {
     line = require('node:fs').readFileSync(file, 'latin1').split('\n').find((l) => /^\s*hosts\s*:/.test(l)) ?? null
   } catch {}
-  services = parseHostsLine(line)
-  return services
+  return parseHostsLine(line)
 }
 
 function parseHostsLine (line) {
@@ -166,4 +169,4 @@ function sameAddresses (answer, records) {
   return seen.size === wanted.size
 }
 
-module.exports = { NameLearner, mayAskDns, parseHostsLine, sameAddresses, minTtl }
+module.exports = { NameLearner, mayAskDns, parseHostsLine, readHostsServices, sameAddresses, minTtl }
