@@ -232,6 +232,28 @@ function run ({ nameserver }) {
     t.ok(await eventually(() => server.queries > 4), 'and reached the server')
   })
 
+  t.test('NODE_DEBUG=io-hygiene:dns prints the fully qualified spelling, once per name', async (t) => {
+    server.set('statsd.monitoring.svc.cluster.local', { a: ['10.20.0.1'], ttl: 7 })
+    const code = `
+      const { createDnsCache } = require(${JSON.stringify(require.resolve('..'))})
+      const cache = createDnsCache({ minTtlMs: 0 })
+      cache.lookup('statsd.monitoring', {}, () => cache.lookup('statsd.monitoring', { family: 4 }, () => {
+        const wait = setInterval(() => {
+          if (cache.stats().searchLearned === 1 && cache.stats().ttlQueries >= 5) { clearInterval(wait); cache.close() }
+        }, 10)
+      }))`
+    const child = spawn(process.execPath, ['-e', code], { env: { ...process.env, NODE_DEBUG: 'io-hygiene:dns' }, stdio: ['ignore', 'ignore', 'pipe'] })
+    let err = ''
+    child.stderr.on('data', (chunk) => { err += chunk })
+    const stuck = setTimeout(() => child.kill(), 60_000)
+    t.equal(await new Promise((resolve) => child.on('exit', resolve)), 0)
+    clearTimeout(stuck)
+    const lines = err.split('\n').filter((l) => l.includes('spell it'))
+    t.equal(lines.length, 1, 'once, though two entries learned it')
+    t.match(lines[0], 'statsd.monitoring is answered as statsd.monitoring.svc.cluster.local after 1 search domain(s) without it (ndots:5)')
+    t.match(lines[0], '"statsd.monitoring.svc.cluster.local."')
+  })
+
   t.test('defaults: getaddrinfo alone answers what dns.lookup answers', async (t) => {
     server.set('web.front.svc.cluster.local', { a: ['10.27.0.1'], ttl: 30 })
     const cache = createDnsCache()
