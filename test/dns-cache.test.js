@@ -439,3 +439,47 @@ t.test('every callback runs in its own caller\'s async context: merged miss, hit
   })))
   t.same(ids, [61, 62, 63], 'promises')
 })
+
+t.test('names: ASCII case folded, other letters as written; each spelling resolved as the caller wrote it', async (t) => {
+  const { domainToASCII } = require('node:url')
+  const { server, lookup } = await cacheWithServer(t)
+  // Pairs that String#toLowerCase() makes one name but Node's UTS-46 mapping
+  // keeps two (on some Node lines), and a name some lines refuse.
+  const names = ['xẞy.example', 'xßy.example', 'ΑΣ-1.example', 'ας-1.example', 'Ⴀx.example', 'ⴀx.example', 'XSSY.Example']
+  names.forEach((name, i) => {
+    const ascii = domainToASCII(name)
+    if (ascii !== '') server.set(ascii, { a: [`10.0.8.${i + 1}`], ttl: 60 })
+  })
+  // Node's own resolver, asking the same server, says what each spelling is.
+  const resolver = new (require('node:dns').promises.Resolver)()
+  resolver.setServers([server.server])
+  for (const name of names) {
+    const direct = await resolver.resolve4(name).then((list) => list[0], (err) => err.code)
+    const cached = await lookup(name, { family: 4 }).then((a) => a.address, (err) => err.code)
+    t.equal(cached, direct, `${name}: as Node's own resolver answers it`)
+  }
+})
+
+t.test('lookup() returns a request with GetAddrInfoReqWrap\'s public fields; errors copied keep a stack that is not ours', async (t) => {
+  const { server, cache } = await cacheWithServer(t)
+  server.set('req.test', { a: ['10.0.9.1'], ttl: 60 })
+  let calls = 0
+  const callback = () => calls++
+  const request = cache.lookup('req.test', { family: 4, all: true }, callback)
+  t.same(Object.keys(request), ['callback', 'family', 'hostname', 'oncomplete'])
+  t.match(request, { callback, family: 4, hostname: 'req.test' })
+  t.equal(request.oncomplete.name, 'onlookupall')
+  await eventually(() => calls === 1)
+  const hit = cache.lookup('req.test', callback)
+  t.equal(hit.oncomplete.name, 'onlookup')
+  hit.oncomplete()
+  request.oncomplete()
+  await eventually(() => calls === 2)
+  t.equal(calls, 2, 'oncomplete answers nobody')
+  const { copyError } = require('../lib/dns/cache')
+  const custom = Object.assign(new Error('lookup failed for a.test'), { hostname: 'a.test' })
+  custom.stack = 'a stack of its own'
+  const copy = copyError(custom, 'A.test')
+  t.equal(copy.message, 'lookup failed for A.test')
+  t.equal(copy.stack, 'Error: lookup failed for A.test', 'a stack that does not start with the message is not copied')
+})

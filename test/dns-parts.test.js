@@ -245,6 +245,7 @@ t.test('TTL queries ask only what the system resolver sent as written', async (t
   t.same(resolverOptions(file, {}), { ndots: 5, edns: false })
   t.same(resolverOptions(file, { RES_OPTIONS: 'edns0 ndots:20' }), { ndots: 15, edns: true }, 'RES_OPTIONS after the file; ndots capped at 15 as glibc caps it')
   t.same(resolverOptions(path.join(tmp, 'missing'), {}), { ndots: 1, edns: false })
+  t.same(resolverOptions(path.join(tmp, 'missing'), { RES_OPTIONS: 'ndots:x rotate' }), { ndots: 1, edns: false }, 'what glibc ignores')
   t.equal(encodeQuery(1, ['a', 'test'], 1).length, 12 + 8 + 4, 'no EDNS0 record unless asked')
   t.same(packet.decode(encodeQuery(1, ['a', 'test'], 1, true)).additionals.map((r) => r.type), ['OPT'])
 })
@@ -268,11 +269,15 @@ t.test('decodeReply: CNAME chains, errors, truncation and malformed packets', as
       { name: 'b.test', type: 'CNAME', ttl: 20, data: 'a.test' },
       { name: 'c.test', type: 'A', ttl: 300, data: '10.0.0.3' },
       { name: 'B.TEST', type: 'A', ttl: 300, data: '10.0.0.2' },
+      { name: 'a.test', type: 'CNAME', ttl: 1, data: 'c.test' },
     ],
   })
-  t.same(decodeReply(offChain, 1, ['a', 'test']), [{ address: '10.0.0.2', ttl: 30, family: 4 }], 'a CNAME loop ends the chain; a record off the chain is left out')
+  t.same(decodeReply(offChain, 1, ['a', 'test']), [{ address: '10.0.0.2', ttl: 30, family: 4 }], 'a CNAME loop ends the chain; a second CNAME of a name and a record off the chain are left out')
   t.equal(decodeReply(chain, 1, ['b', 'test']), null, 'another question: not the reply')
   t.equal(decodeReply(chain, 28, ['a', 'test']), null, 'another type: not the reply')
+  const notify = Buffer.from(chain)
+  notify.writeUInt16BE(notify.readUInt16BE(2) | (4 << 11), 2)
+  t.equal(decodeReply(notify, 1, ['a', 'test']), null, 'another opcode: not the reply')
   t.same(decodeReply(packet.encode({ ...base, flags: 3 }), 1, ['a', 'test']), [], 'NXDOMAIN')
   t.same(decodeReply(packet.encode({ ...base, flags: packet.TRUNCATED_RESPONSE, answers: [{ name: 'a.test', type: 'A', ttl: 5, data: '10.0.0.1' }] }), 1, ['a', 'test']), [], 'truncated: no TTL from a part')
   t.equal(decodeReply(packet.encode({ ...base, type: 'query' }), 1, ['a', 'test']), null, 'a query is no reply')
@@ -284,6 +289,10 @@ t.test('decodeReply: CNAME chains, errors, truncation and malformed packets', as
   const rr = Buffer.from([0xc0, 12, 0, 1, 0, 1, 0x80, 0, 0, 0, 0, 4, 10, 0, 0, 7])
   t.same(decodeReply(Buffer.concat([head, rr]), 1, ['a', 'test']), [{ address: '10.0.0.7', ttl: 0, family: 4 }], 'a TTL with the top bit set reads as 0')
   const rest = rr.subarray(2)
+  // Two records: the second's name points at the first's, itself a pointer.
+  const twice = Buffer.concat([head, rr, Buffer.from([0xc0, head.length]), rest])
+  twice.writeUInt16BE(2, 6)
+  t.same(decodeReply(twice, 1, ['a', 'test']), [{ address: '10.0.0.7', ttl: 0, family: 4 }, { address: '10.0.0.7', ttl: 0, family: 4 }], 'a pointer to a pointer')
   t.same(decodeReply(Buffer.concat([head, Buffer.from([1, 97])]), 1, ['a', 'test']), [], 'a name with no end: malformed')
   const self = Buffer.from([0xc0 | (head.length >> 8), head.length & 0xff])
   const long = Buffer.concat([...Array.from({ length: 5 }, () => Buffer.from([63, ...Buffer.alloc(63, 97)])), Buffer.from([0])])

@@ -81,8 +81,29 @@ function run ({ nameserver }) {
     })
   }
 
+  // Node's errors have an internal subclass of Error as prototype, and a
+  // stack that starts in Node's dns module.
+  const nodeErrorPrototypes = new Set()
   function describeError (err) {
-    return { class: err.constructor.name, name: err.name, message: err.message, keys: Object.keys(err), ...err }
+    const prototype = Object.getPrototypeOf(err)
+    if (err.syscall === 'getaddrinfo' && prototype !== Error.prototype) nodeErrorPrototypes.add(prototype)
+    return {
+      class: err.constructor.name,
+      name: err.name,
+      message: err.message,
+      keys: Object.keys(err),
+      prototype: prototype === Error.prototype ? 'Error.prototype' : nodeErrorPrototypes.has(prototype) ? "Node's" : 'other',
+      stackStart: stackStart(err),
+      ...err,
+    }
+  }
+
+  // Where the stack starts: in Node itself (node:dns, or node:internal/dns/promises
+  // for the promise API, where ours start in node:dns), or in a file.
+  function stackStart (err) {
+    const frame = err.stack.split('\n')[1] ?? ''
+    const file = /\((.*?):\d+:\d+\)/.exec(frame)?.[1] ?? frame
+    return file.startsWith('node:') ? 'node' : file
   }
 
   async function callPromise (fn, hostname, options) {
@@ -116,6 +137,49 @@ function run ({ nameserver }) {
       ioHygiene.uninstall()
     }
     dns.setDefaultResultOrder('verbatim')
+  })
+
+  t.test('perf_hooks: one dns entry per resolution, for the name as the caller wrote it; none for hits', async (t) => {
+    const { PerformanceObserver } = require('node:perf_hooks')
+    server.set('perf.test', { a: ['10.9.0.1'], ttl: 300 })
+    const entries = []
+    const observer = new PerformanceObserver((list) => entries.push(...list.getEntries()))
+    observer.observe({ entryTypes: ['dns'] })
+    t.teardown(() => observer.disconnect())
+    ioHygiene.install({ http: false })
+    t.teardown(() => ioHygiene.uninstall())
+    const lookup = util.promisify(dns.lookup)
+    server.set('perf2.test', { a: ['10.9.0.2'], ttl: 300 })
+    await Promise.all([lookup('Perf.TEST'), lookup('perf.test')])
+    for (let i = 0; i < 5; i++) await lookup('PERF.test')
+    // Another name's entry comes after any of these: wait for it.
+    await lookup('perf2.test')
+    t.ok(await eventually(() => entries.some((e) => e.detail?.hostname === 'perf2.test')))
+    const lookups = entries.filter((e) => e.name === 'lookup' && e.detail.hostname !== 'perf2.test')
+    t.equal(lookups.length, 1, 'one resolution, one entry; merged calls and hits record none')
+    t.match(lookups[0].detail, { hostname: 'Perf.TEST', family: 0, addresses: [{ address: '10.9.0.1', family: 4 }] })
+  })
+
+  t.test('names other than ASCII: each spelling answered as the original answers it', async (t) => {
+    const { domainToASCII } = require('node:url')
+    const names = ['xẞy.example', 'xßy.example', 'ΑΣ-1.example', 'ας-1.example', 'Ⴀx.example', 'ⴀx.example', 'XSSY.Example']
+    names.forEach((name, i) => {
+      const ascii = domainToASCII(name)
+      if (ascii !== '') server.set(ascii, { a: [`10.8.0.${i + 1}`], ttl: 300 })
+    })
+    const forms = [{}, { all: true }, { family: 4 }]
+    const expected = []
+    for (const name of names) for (const form of forms) expected.push(await call(originalLookup, name, form))
+    ioHygiene.install({ http: false })
+    t.teardown(() => ioHygiene.uninstall())
+    let i = 0
+    for (const name of names) {
+      for (const form of forms) {
+        const label = `${name} ${JSON.stringify(form)}`
+        t.same(await call(dns.lookup, name, form), expected[i], label)
+        t.same(await call(dns.lookup, name, form), expected[i++], `${label} (cached)`)
+      }
+    }
   })
 
   t.test('patched dns.promises.lookup answers exactly as the original', async (t) => {
@@ -168,6 +232,24 @@ function run ({ nameserver }) {
     t.equal(dns.lookup.name, originalLookup.name)
     t.same(Object.getOwnPropertySymbols(dns.lookup).map(String), Object.getOwnPropertySymbols(originalLookup).map(String))
     t.equal(dns.promises.lookup.length, originalPromise.length)
+    // What a call returns: Node's request object, with its public fields.
+    const describe = (request, callback) => ({
+      keys: Object.keys(request),
+      hostname: request.hostname,
+      family: request.family,
+      callback: request.callback === callback,
+      oncomplete: typeof request.oncomplete === 'function' && request.oncomplete.name,
+    })
+    for (const [name, options] of [['dual.test', {}], ['Dual.TEST', { family: 6, all: true }], ['v4.test', 4], ['missing.test', { family: 'IPv4' }]]) {
+      const done = []
+      const returned = [originalLookup, dns.lookup].map((fn) => {
+        let callback
+        done.push(new Promise((resolve) => { callback = resolve }))
+        return describe(fn(name, options, callback), callback)
+      })
+      await Promise.all(done)
+      t.same(returned[1], returned[0], `${name} ${JSON.stringify(options)}: the request object`)
+    }
   })
 
   t.test('TTL from DNS, a search-domain name\'s from the name that answered; hosts-file names cached for fallbackTtlMs', async (t) => {
@@ -175,13 +257,16 @@ function run ({ nameserver }) {
     const { dns: cache } = ioHygiene.install({ dns: { fallbackTtlMs: 60_000, minTtlMs: 0 } })
     t.teardown(() => ioHygiene.uninstall())
     const lookup = util.promisify(dns.lookup)
+    server.set('deep.sub.corp.test', { a: ['10.6.0.2'], ttl: 300 })
     server.resetCounts()
     await lookup('hosts.test')
     t.same(await lookup('both.test', { family: 6, hints: dns.V4MAPPED }), { address: '::ffff:10.5.0.1', family: 6 })
     await lookup('short')
+    // As many dots as ndots: sent as written first (no such name), then with the search domain.
+    t.same(await lookup('deep.sub'), { address: '10.6.0.2', family: 4 })
     await lookup('dual.test', { all: true })
     // The TTL queries run after callers have their answers: wait for them to land.
-    await eventually(() => cache.stats().fallbacks >= 2 && cache.stats().ttlQueries >= 4)
+    await eventually(() => cache.stats().fallbacks >= 2 && cache.stats().ttlQueries >= 7)
     t.equal(server.count('hosts.test'), 0, 'no DNS query for a hosts-file name')
     t.equal(server.count('both.test'), 0, 'nor for its IPv4-mapped answer')
     t.equal(server.count('short'), 0, 'never the bare short name: glibc found it in the search list')
@@ -189,17 +274,20 @@ function run ({ nameserver }) {
     // The cache's own counts: one getaddrinfo per name, and A and AAAA for
     // each name DNS answered (the server's counts also see glibc's
     // retransmissions when this process is slow to answer).
-    t.match(cache.stats(), { upstreamLookups: 4, ttlQueries: 4, searchTries: 0, searchLearned: 1, fallbacks: 2 })
+    t.match(cache.stats(), { upstreamLookups: 5, ttlQueries: 7, searchTries: 1, searchLearned: 2, fallbacks: 2 })
     t.equal(cache[kInspect]('short', 0).entry.ttlMs, 300_000, 'the record\'s TTL, not fallbackTtlMs')
     t.equal(cache[kInspect]('dual.test', 0).entry.ttlMs, 300_000)
+    t.ok(server.count('deep.sub', 'A') >= 2, 'deep.sub as written: by the system resolver, then by the learning, in the same order')
+    t.equal(cache[kInspect]('deep.sub', 0).entry.ttlMs, 300_000, 'deep.sub.corp.test answered it, and its TTL is kept')
     const before = server.queries
     for (let i = 0; i < 100; i++) {
       await lookup('hosts.test')
       await lookup('short')
+      await lookup('deep.sub')
       await lookup('dual.test', { all: true })
     }
     t.equal(server.queries, before, 'all served from the cache')
-    t.equal(cache.stats().upstreamLookups, 4)
+    t.equal(cache.stats().upstreamLookups, 5)
   })
 
   t.test('case variants of a name share one getaddrinfo and one entry', async (t) => {

@@ -132,6 +132,21 @@ function copyAll (list) {
   return out
 }
 
+// What dns.lookup() returns: Node returns its GetAddrInfoReqWrap, whose
+// public fields are these. `oncomplete` is how the binding would answer; the
+// cache answers through `callback`, so calling it does nothing.
+class LookupRequest {
+  constructor (hostname, slot, callback, all) {
+    this.callback = callback
+    this.family = FAMILIES[slot >> 3]
+    this.hostname = hostname
+    this.oncomplete = all ? onlookupall : onlookup
+  }
+}
+const FAMILIES = [0, 4, 6]
+function onlookup () {}
+function onlookupall () {}
+
 // Builds a function with dns.lookup's contract, answered from `cache`.
 function createLookup (cache, original) {
   function lookup (hostname, options, callback) {
@@ -151,14 +166,14 @@ function createLookup (cache, original) {
     const entry = cache.hit(hostname, slot)
     if (entry !== undefined) {
       reply(callback, entry, all, order)
-      return {}
+      return new LookupRequest(hostname, slot, callback, all)
     }
     const handled = cache.query(hostname, slot, (err, entry) => {
       if (err) process.nextTick(callback, copyError(err, hostname))
       else reply(callback, entry, all, order)
     })
     if (!handled) return original.apply(this, arguments)
-    return {}
+    return new LookupRequest(hostname, slot, callback, all)
   }
   copyOwnSymbols(original, lookup)
   return lookup
