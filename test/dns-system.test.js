@@ -160,6 +160,27 @@ function run ({ nameserver }) {
     t.match(lookups[0].detail, { hostname: 'Perf.TEST', family: 0, addresses: [{ address: '10.9.0.1', family: 4 }] })
   })
 
+  t.test('http.get: each request\'s socket connects in its own async context, merged lookups included', async (t) => {
+    const http = require('node:http')
+    const { AsyncLocalStorage } = require('node:async_hooks')
+    const als = new AsyncLocalStorage()
+    const web = http.createServer((req, res) => res.end('ok'))
+    await new Promise((resolve) => web.listen(0, '127.0.0.1', resolve))
+    t.teardown(() => new Promise((resolve) => web.close(resolve)))
+    ioHygiene.install({ http: false })
+    t.teardown(() => ioHygiene.uninstall())
+    const agent = new http.Agent({ keepAlive: false })
+    t.teardown(() => agent.destroy())
+    const get = (id) => new Promise((resolve, reject) => als.run({ id }, () => {
+      const req = http.get({ host: 'loop.test', port: web.address().port, family: 4, agent }, (res) => res.resume().on('end', () => resolve(seen)))
+      let seen = null
+      req.on('socket', (socket) => socket.on('connect', () => { seen = als.getStore()?.id }))
+      req.on('error', reject)
+    }))
+    t.same(await Promise.all([get(1), get(2), get(3)]), [1, 2, 3], 'a merged miss')
+    t.same(await Promise.all([get(4), get(5), get(6)]), [4, 5, 6], 'hits')
+  })
+
   t.test('names other than ASCII: each spelling answered as the original answers it', async (t) => {
     const { domainToASCII } = require('node:url')
     const names = ['xẞy.example', 'xßy.example', 'ΑΣ-1.example', 'ας-1.example', 'Ⴀx.example', 'ⴀx.example', 'XSSY.Example']
