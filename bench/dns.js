@@ -106,7 +106,7 @@ async function main (nameserver) {
       label: 'io-hygiene',
       make: () => {
         const cache = createDnsCache()
-        return { lookup: cache.lookup, close () { cache.close() } }
+        return { lookup: cache.lookup, cache, close () { cache.close() } }
       },
     },
   ]
@@ -124,7 +124,7 @@ async function main (nameserver) {
       getaddrinfoCalls = 0
       const sampler = requestSampler()
       const start = process.hrtime.bigint()
-      const extra = await body(resolver.lookup, prefix, sampler)
+      const extra = await body(resolver.lookup, prefix, sampler, resolver)
       const wallMs = Number(process.hrtime.bigint() - start) / 1e6
       const active = sampler.stop()
       // Let the work a lookup set off after answering (io-hygiene's TTL
@@ -138,6 +138,8 @@ async function main (nameserver) {
         wallMs: round(wallMs),
         nsPerLookup: round(extra.nsPerLookup ?? (wallMs * 1e6) / extra.lookups),
         errors: extra.errors,
+        ...(extra.fields ?? {}),
+        ...(extra.after ? await extra.after() : {}),
       })
       resolver.close()
     }
@@ -189,37 +191,90 @@ async function main (nameserver) {
     }))
   }
 
-  // steady: ~5 s of lookups over 20 names with a 1 s TTL, 20 lookups every 5 ms.
+  // steady: ~5 s of lookups over 20 names with a 1 s TTL, 20 lookups every
+  // 5 ms. steady-family4 is the same with { family: 4 }, as on an IPv4-only
+  // host (where net.connect's ADDRCONFIG makes glibc skip AAAA too).
   const steadyMs = 5000
-  if (only('steady')) {
-    scenarios.push(await scenario('steady', (lookup, prefix) => {
-      const hosts = Array.from({ length: 20 }, (_, i) => `n${i}.${prefix}.test`)
-      hosts.forEach((host, i) => server.set(host, { a: [`10.11.0.${i + 1}`], ttl: 1 }))
-      return new Promise((resolve) => {
-        let issued = 0
-        let done = 0
-        let errors = 0
-        let finished = false
-        const cb = (err) => {
-          if (err) errors++
-          done++
-          if (finished && done === issued) resolve({ lookups: issued, errors })
+  const steady = (name, options) => scenario(name, (lookup, prefix) => {
+    const hosts = Array.from({ length: 20 }, (_, i) => `n${i}.${prefix}.test`)
+    hosts.forEach((host, i) => server.set(host, { a: [`10.11.0.${i + 1}`], ttl: 1 }))
+    return new Promise((resolve) => {
+      let issued = 0
+      let done = 0
+      let errors = 0
+      let finished = false
+      const cb = (err) => {
+        if (err) errors++
+        done++
+        if (finished && done === issued) resolve({ lookups: issued, errors })
+      }
+      const started = Date.now()
+      const timer = setInterval(() => {
+        if (Date.now() - started >= steadyMs) {
+          clearInterval(timer)
+          finished = true
+          if (done === issued) resolve({ lookups: issued, errors })
+          return
         }
-        const started = Date.now()
-        const timer = setInterval(() => {
-          if (Date.now() - started >= steadyMs) {
-            clearInterval(timer)
-            finished = true
-            if (done === issued) resolve({ lookups: issued, errors })
-            return
-          }
-          for (const host of hosts) {
+        for (const host of hosts) {
+          issued++
+          lookup(host, options, cb)
+        }
+      }, 5)
+    })
+  })
+  if (only('steady')) scenarios.push(await steady('steady', {}))
+  if (only('steady-family4')) scenarios.push(await steady('steady-family4', { family: 4 }))
+
+  // search-domains: a pod's resolv.conf (three search domains, ndots:5) and
+  // 20 short names found at the second domain, TTL 5 s; 100 callers each
+  // looking up the next name as soon as its last answer came (in the next
+  // turn of the event loop), for 30 s (or 100,000,000 lookups in all, which no label reaches in that time).
+  if (only('search-domains')) {
+    const fs = require('node:fs')
+    const original = fs.readFileSync('/etc/resolv.conf', 'utf8')
+    const search = ['ns1.svc.cluster.local', 'svc.cluster.local', 'cluster.local']
+    fs.writeFileSync('/etc/resolv.conf', `${original}search ${search.join(' ')}\noptions ndots:5\n`)
+    const { kInspect } = require('../lib/dns/cache')
+    const searchMs = Number(process.env.DNS_BENCH_SEARCH_MS ?? 30_000)
+    try {
+      scenarios.push(await scenario('search-domains', (lookup, prefix, sampler, resolver) => {
+        const names = Array.from({ length: 20 }, (_, i) => `s${i}.${prefix}`)
+        names.forEach((name, i) => server.set(`${name}.${search[1]}`, { a: [`10.14.0.${i + 1}`], ttl: 5 }))
+        return new Promise((resolve) => {
+          const started = Date.now()
+          const maxLookups = 100_000_000
+          let issued = 0
+          let errors = 0
+          let callers = 100
+          const caller = (k) => {
+            if (Date.now() - started >= searchMs || issued >= maxLookups) {
+              if (--callers === 0) resolve({ lookups: issued, errors, after })
+              return
+            }
             issued++
-            lookup(host, {}, cb)
+            lookup(names[(k + issued) % names.length], {}, (err) => {
+              if (err) errors++
+              setImmediate(caller, k)
+            })
           }
-        }, 5)
-      })
-    }))
+          for (let k = 0; k < 100; k++) caller(k)
+          sampler.sample()
+        })
+        // What each name was kept for, and what the server saw.
+        function after () {
+          let learned = null
+          if (resolver.cache) {
+            const ttls = names.map((name) => resolver.cache[kInspect](name, 0).entry?.ttlMs ?? 0)
+            learned = Math.min(...ttls)
+            if (ttls.some((ttl) => ttl !== learned)) learned = ttls
+          }
+          return { nxdomainAnswers: server.nxdomainAnswers, learnedTtlMs: learned }
+        }
+      }))
+    } finally {
+      fs.writeFileSync('/etc/resolv.conf', original)
+    }
   }
 
   if (warm !== null) scenarios.push(warm)

@@ -9,6 +9,7 @@ const channels = {
   dnsLookup: dc.channel('io-hygiene:dns:lookup'),
   dnsRefresh: dc.channel('io-hygiene:dns:refresh'),
   dnsError: dc.channel('io-hygiene:dns:error'),
+  dnsSearch: dc.channel('io-hygiene:dns:search'),
   batchFlush: dc.channel('io-hygiene:batch:flush'),
   batchReject: dc.channel('io-hygiene:batch:reject'),
   statsdError: dc.channel('io-hygiene:statsd:error'),
@@ -36,6 +37,9 @@ attachDebug('io-hygiene:dns', channels.dnsError,
   (m) => `upstream error ${m.hostname} family=${m.family} ${m.error.code}${m.refresh ? ' (refresh; serving stale if allowed)' : ''}`)
 attachDebug('io-hygiene:dns', channels.dnsRefresh,
   (m) => `refresh ${m.hostname} ${m.error ? 'failed: ' + m.error.code : 'ok'}`)
+attachDebug('io-hygiene:dns', channels.dnsSearch,
+  (m) => `${m.hostname} is answered as ${m.fqdn} after ${m.triedBefore} search domain(s) without it (ndots:${m.ndots}); ` +
+    `every getaddrinfo of it asks those first: spell it "${m.fqdn}." to skip them`)
 attachDebug('io-hygiene:batch', channels.batchFlush,
   (m) => `flush ${m.name} items=${m.items} bytes=${m.bytes}${m.error ? ' error=' + (m.error.code || m.error.message) : ''}`)
 attachDebug('io-hygiene:batch', channels.batchReject,

@@ -62,8 +62,19 @@ export interface DnsStats {
   negativeHits: number
   fallbacks: number
   refreshes: number
+  /** getaddrinfo calls. */
   upstreamLookups: number
+  /** DNS queries that learn which name answered and its TTL (search tries included). */
   ttlQueries: number
+  /** DNS queries of refreshes that asked the learned name directly. */
+  refreshQueries: number
+  /** Refreshes whose DNS answer was the cached one: kept, no getaddrinfo. */
+  refreshesKept: number
+  /** Learning queries for search-list names that did not have the answer. */
+  searchTries: number
+  /** Names learned as answered through a search domain. */
+  searchLearned: number
+  /** upstreamLookups + ttlQueries + refreshQueries. */
   upstreamQueries: number
   errors: Record<string, number>
   entries: number

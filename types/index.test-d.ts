@@ -31,6 +31,7 @@ expectError(install({ http: { requestTimeoutMs: '5s' } }))
 
 const cache = createDnsCache({ minTtlMs: 0 })
 expectType<DnsStats>(cache.stats())
+expectType<number>(cache.stats().searchLearned)
 cache.lookup('example.test', (err, address, family) => {
   expectType<NodeJS.ErrnoException | null>(err)
   expectType<string>(address)

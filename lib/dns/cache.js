@@ -30,6 +30,8 @@ class Entry {
   refreshing = false
   retryAt = 0
   waiters = null // callers of the first resolution, while it is in flight
+  route = null // the name DNS answers for it, once learned (resolve.js)
+  ttlMs = 0 // how long its answer was last kept fresh
 }
 
 // A caller waiting for a resolution, answered in the async context of its own
@@ -70,6 +72,10 @@ class DnsCache {
     refreshes: 0,
     upstreamLookups: 0,
     ttlQueries: 0,
+    refreshQueries: 0,
+    refreshesKept: 0,
+    searchTries: 0,
+    searchLearned: 0,
   }
 
   #errors = Object.create(null)
@@ -180,7 +186,7 @@ class DnsCache {
     const refresh = entry.answer !== null
     if (refresh) this.#counters.refreshes++
     entry.refreshing = true
-    this.#upstreamOf().resolve(hostname, family, hints, (err, addresses) => {
+    this.#upstreamOf().resolve(hostname, family, hints, entry, (err, addresses) => {
       const now = performance.now()
       entry.refreshing = false
       if (err) {
@@ -221,7 +227,8 @@ class DnsCache {
       if (entry.released) return
       let ttl = ttlMs
       if (source === 'dns') ttl = Math.min(Math.max(ttlMs, options.minTtlMs), options.maxTtlMs)
-      else this.#counters.fallbacks++
+      else if (source !== 'pending') this.#counters.fallbacks++
+      entry.ttlMs = ttl
       const at = performance.now() + ttl
       entry.staleUntil = at + options.staleTtlMs
       if (ttl > 0) this.#expiry.schedule(entry, at)
@@ -310,7 +317,7 @@ class DnsCache {
   stats () {
     return {
       ...this.#counters,
-      upstreamQueries: this.#counters.upstreamLookups + this.#counters.ttlQueries,
+      upstreamQueries: this.#counters.upstreamLookups + this.#counters.ttlQueries + this.#counters.refreshQueries,
       errors: { ...this.#errors },
       entries: this.#lru?.size ?? 0,
     }

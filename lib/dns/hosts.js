@@ -20,6 +20,7 @@ class HostsFile {
   #mtimeMs = -1
   #checkedAt = -Infinity
   #loading = null
+  generation = 0 // grows with every change of the file's names
 
   constructor (path, checkIntervalMs) {
     this.#path = path
@@ -51,6 +52,7 @@ class HostsFile {
     try {
       info = await stat(this.#path)
     } catch {
+      if (this.#mtimeMs !== -1) this.generation++
       this.#names = new Map()
       this.#mtimeMs = -1
       return
@@ -64,6 +66,7 @@ class HostsFile {
     }
     this.#names = parseHosts(text)
     this.#mtimeMs = info.mtimeMs
+    this.generation++
   }
 }
 

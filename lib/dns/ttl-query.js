@@ -53,15 +53,15 @@ class TtlQuery {
     this.#edns = edns
   }
 
-  // callback(records) once, with [{ address, ttl, family }] for what
-  // answered, maybe nothing.
+  // callback(records, rcode) once, with [{ address, ttl, family }] for what
+  // answered, maybe nothing, and the last reply's rcode (-1: no reply).
   query (servers, hostname, want4, want6, callback) {
     const name = wireName(hostname)
     const count = (want4 ? 1 : 0) + (want6 ? 1 : 0)
     if (name === null || servers.length === 0 || count === 0 || this.#pending.size + count > this.#maxInFlight) {
       return process.nextTick(callback, [])
     }
-    const lookup = { servers, name, records: [], left: count, callback }
+    const lookup = { servers, name, records: [], rcode: -1, left: count, callback }
     if (want4) this.#send(lookup, TYPE_A, 0)
     if (want6) this.#send(lookup, TYPE_AAAA, 0)
     if (this.#timer === null) this.#arm()
@@ -115,6 +115,8 @@ class TtlQuery {
     if (entry === undefined || rinfo.address !== entry.server.address || rinfo.port !== entry.server.port) return
     const found = decodeReply(msg, entry.type, entry.lookup.name)
     if (found === null) return
+    // A truncated reply says nothing about the name.
+    entry.lookup.rcode = (msg[2] & 0x02) !== 0 ? -1 : msg[3] & 0x0f
     for (const r of found) entry.lookup.records.push(r)
     this.#done(entry)
   }
@@ -122,7 +124,7 @@ class TtlQuery {
   // The try `entry` is over (answered, or out of tries).
   #done (entry) {
     this.#pending.delete(entry.id)
-    if (--entry.lookup.left === 0) entry.lookup.callback(entry.lookup.records)
+    if (--entry.lookup.left === 0) entry.lookup.callback(entry.lookup.records, entry.lookup.rcode)
     if (this.#pending.size === 0) this.#idle()
   }
 

@@ -13,7 +13,9 @@ class TestDnsServer {
   #held = null // replies waiting for release(), while hold() is on
   mode = 'answer' // 'answer' | 'refuse' | 'servfail' | 'blackhole' | 'nxdomain'
   delayMs = 0
+  dropAfter = Infinity // queries past this many (since resetCounts) get no reply
   queries = 0
+  nxdomainAnswers = 0 // replies that said "no such name"
   queriesByName = new Map() // `${name} ${type}` -> count
   clients = new Set() // `${address}:${port}` of every sender: how many sockets asked
   address = null
@@ -54,6 +56,7 @@ class TestDnsServer {
 
   resetCounts () {
     this.queries = 0
+    this.nxdomainAnswers = 0
     this.queriesByName.clear()
     this.clients.clear()
   }
@@ -92,7 +95,7 @@ class TestDnsServer {
     this.clients.add(`${rinfo.address}:${rinfo.port}`)
     const key = `${question.name.toLowerCase()} ${question.type}`
     this.queriesByName.set(key, (this.queriesByName.get(key) ?? 0) + 1)
-    if (this.mode === 'blackhole') return
+    if (this.mode === 'blackhole' || this.queries > this.dropAfter) return
     const reply = this.#answer(query, question)
     const send = () => {
       if (this.#socket) this.#socket.send(reply, rinfo.port, rinfo.address)
@@ -121,7 +124,10 @@ class TestDnsServer {
     if (this.mode === 'refuse') return packet.encode({ ...response, flags: response.flags | 5 })
     if (this.mode === 'servfail') return packet.encode({ ...response, flags: response.flags | 2 })
     const record = this.#records.get(question.name.toLowerCase())
-    if (!record || this.mode === 'nxdomain') return packet.encode({ ...response, flags: response.flags | 3 })
+    if (!record || this.mode === 'nxdomain') {
+      this.nxdomainAnswers++
+      return packet.encode({ ...response, flags: response.flags | 3 })
+    }
     const rrs = record[question.type] ?? []
     response.answers = rrs.map(({ address, ttl }) => ({
       name: question.name, type: question.type, class: 'IN', ttl, data: address,

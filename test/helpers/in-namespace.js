@@ -6,24 +6,26 @@
 // stops there, printing nothing, as the child's TAP output is the file's);
 // inside it returns { nameserver } for the DNS server to listen on, port 53.
 // Where namespaces are impossible it returns null after printing a skip.
-const { namespaceSupport, randomLoopback, writeResolverFiles, spawnInNamespace } = require('./namespace')
+const { namespaceSupport, ipv4OnlySupport, randomLoopback, writeResolverFiles, spawnInNamespace } = require('./namespace')
 const fs = require('node:fs')
 
-function enterNamespace (file, { hosts, search = [] } = {}) {
+// `options`: resolv.conf's options line; `ipv4Only`: a network namespace of
+// its own with IPv4 only (see namespace.js).
+function enterNamespace (file, { hosts, search = [], options, ipv4Only = false } = {}) {
   if (process.env.IO_HYGIENE_TEST_NAMESPACE === '1') {
     return { nameserver: process.env.IO_HYGIENE_TEST_NAMESERVER }
   }
-  const support = namespaceSupport()
+  const support = ipv4Only ? ipv4OnlySupport() : namespaceSupport()
   if (support !== true) {
     require('tap').plan(0, `skipped: ${support}`)
     return null
   }
   const nameserver = randomLoopback()
-  const files = writeResolverFiles({ nameserver, hosts, search })
+  const files = writeResolverFiles({ nameserver, hosts, search, options })
   const child = spawnInNamespace(files, [...process.execArgv, file], {
     stdio: 'inherit',
     env: { ...process.env, IO_HYGIENE_TEST_NAMESPACE: '1', IO_HYGIENE_TEST_NAMESERVER: nameserver },
-  })
+  }, { ipv4Only })
   child.on('exit', (code, signal) => {
     fs.rmSync(files.dir, { recursive: true, force: true })
     process.exitCode = code ?? (signal ? 1 : 0)

@@ -40,10 +40,35 @@ function writeResolverFiles ({ nameserver, hosts = '127.0.0.1 localhost\n::1 loc
   return { dir, resolvConf, hosts: hostsFile }
 }
 
-// Spawns `process.execPath args...` inside the namespace; returns the child.
-function spawnInNamespace (files, args, options = {}) {
-  const script = 'mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"'
-  return spawn('unshare', ['-m', 'sh', '-c', script, 'sh', files.resolvConf, files.hosts, process.execPath, ...args], options)
+// An IPv4-only host, as glibc's AI_ADDRCONFIG sees one (by addresses): a
+// network namespace of its own, loopback up, and a veth pair with an IPv4
+// address whose IPv6 is switched off before it comes up (so no link-local
+// address appears either).
+const IPV4_ONLY = [
+  'ip link set lo up',
+  'ip link add v4only0 type veth peer name v4only1',
+  'echo 1 > /proc/sys/net/ipv6/conf/v4only0/disable_ipv6',
+  'echo 1 > /proc/sys/net/ipv6/conf/v4only1/disable_ipv6',
+  'ip addr add 10.254.0.1/24 dev v4only0',
+  'ip link set v4only0 up',
+  'ip link set v4only1 up',
+].join(' && ')
+
+let ipv4Support
+function ipv4OnlySupport () {
+  if (ipv4Support !== undefined) return ipv4Support
+  const base = namespaceSupport()
+  if (base !== true) return (ipv4Support = base)
+  const probe = spawnSync('unshare', ['-n', 'sh', '-c', IPV4_ONLY], { stdio: 'ignore' })
+  if (probe.error || probe.status !== 0) return (ipv4Support = 'a network namespace with a veth pair is not available here')
+  return (ipv4Support = true)
 }
 
-module.exports = { namespaceSupport, randomLoopback, writeResolverFiles, spawnInNamespace }
+// Spawns `process.execPath args...` inside the namespace; returns the child.
+// `ipv4Only`: in a network namespace of its own that has IPv4 only.
+function spawnInNamespace (files, args, options = {}, { ipv4Only = false } = {}) {
+  const script = `${ipv4Only ? IPV4_ONLY + ' && ' : ''}mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"`
+  return spawn('unshare', [...(ipv4Only ? ['-n'] : []), '-m', 'sh', '-c', script, 'sh', files.resolvConf, files.hosts, process.execPath, ...args], options)
+}
+
+module.exports = { namespaceSupport, ipv4OnlySupport, randomLoopback, writeResolverFiles, spawnInNamespace }

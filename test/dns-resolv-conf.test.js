@@ -1,0 +1,81 @@
+'use strict'
+
+// resolv.conf as glibc reads it, and the names its res_search asks, in order.
+const t = require('tap')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { parseResolvConf, searchCandidates, ResolvConf } = require('../lib/dns/resolv-conf')
+
+const K8S = `# written by the kubelet
+nameserver 10.96.0.10
+search ns1.svc.cluster.local svc.cluster.local cluster.local
+options ndots:5
+`
+
+t.test('a pod\'s resolv.conf', async (t) => {
+  const conf = parseResolvConf(K8S, { env: {}, hostname: 'pod' })
+  t.same(conf, { nameservers: ['10.96.0.10'], search: ['ns1.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], ndots: 5, noAaaa: false, noTldQuery: false, edns: false })
+})
+
+t.test('the last of domain and search wins; LOCALDOMAIN and RES_OPTIONS override; bounds', async (t) => {
+  t.same(parseResolvConf('search a.test b.test\ndomain c.test\n', { env: {}, hostname: 'h' }).search, ['c.test'])
+  t.same(parseResolvConf('domain c.test\nsearch a.test b.test # x\n', { env: {}, hostname: 'h' }).search, ['a.test', 'b.test'])
+  t.same(parseResolvConf('search a.test\n', { env: { LOCALDOMAIN: 'x.test y.test' }, hostname: 'h' }).search, ['x.test', 'y.test'])
+  t.same(parseResolvConf('', { env: {}, hostname: 'web-1.corp.example' }).search, ['corp.example'], 'the hostname\'s domain when the file names none')
+  t.same(parseResolvConf('', { env: {}, hostname: 'web-1' }).search, [])
+  const conf = parseResolvConf('options ndots:40 no-aaaa\nnameserver 1.1.1.1\nnameserver 2.2.2.2\nnameserver 3.3.3.3\nnameserver 4.4.4.4\n', { env: { RES_OPTIONS: 'edns0 no-tld-query' }, hostname: 'h' })
+  t.match(conf, { ndots: 15, noAaaa: true, edns: true, noTldQuery: true, nameservers: ['1.1.1.1', '2.2.2.2', '3.3.3.3'] })
+})
+
+t.test('candidates in glibc\'s order', async (t) => {
+  const k8s = parseResolvConf(K8S, { env: {}, hostname: 'pod' })
+  t.same(searchCandidates('statsd.monitoring', k8s), [
+    'statsd.monitoring.ns1.svc.cluster.local', 'statsd.monitoring.svc.cluster.local', 'statsd.monitoring.cluster.local', 'statsd.monitoring',
+  ], 'fewer dots than ndots: the search list first, the name as written last')
+  t.same(searchCandidates('a.b.c.d.e.f', k8s).slice(0, 2), ['a.b.c.d.e.f', 'a.b.c.d.e.f.ns1.svc.cluster.local'], 'ndots or more: as written first')
+  t.same(searchCandidates('api.example.com.', k8s), ['api.example.com'], 'a trailing dot: as written only')
+  const plain = parseResolvConf('search corp.test\n', { env: {}, hostname: 'h' })
+  t.same(searchCandidates('api.example.com', plain), ['api.example.com', 'api.example.com.corp.test'])
+  t.same(searchCandidates('short', { ...plain, noTldQuery: true }), ['short.corp.test'], 'no-tld-query: a dotless name is never asked bare')
+  t.same(searchCandidates('short', { ...plain, search: ['.', 'corp.test'] }), ['short', 'short.corp.test'], 'the root on the list')
+  t.same(searchCandidates('short', { ...plain, search: ['corp.test.'] }), ['short.corp.test', 'short'], 'a domain written with its trailing dot')
+})
+
+t.test('ResolvConf notices a change of the file', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-resolv-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'resolv.conf')
+  fs.writeFileSync(file, K8S)
+  const rc = new ResolvConf(file, 0, { env: {}, hostname: 'pod' })
+  const current = () => new Promise((resolve) => rc.current(resolve))
+  t.equal((await current()).ndots, 5)
+  const first = rc.generation
+  t.equal((await current()).ndots, 5)
+  t.equal(rc.generation, first, 'unchanged: the same generation')
+  fs.writeFileSync(file, K8S.replace('ndots:5', 'ndots:2 no-aaaa'))
+  t.match(await current(), { ndots: 2, noAaaa: true })
+  t.ok(rc.generation > first)
+  fs.rmSync(file)
+  t.match(await current(), { ndots: 1, nameservers: [] }, 'no file: glibc\'s defaults')
+  fs.mkdirSync(file)
+  t.match(await current(), { ndots: 1, nameservers: [] }, 'unreadable: the defaults too')
+  const slow = new ResolvConf(path.join(dir, 'none'), 60_000)
+  await new Promise((resolve) => slow.current(resolve))
+  const generation = slow.generation
+  await new Promise((resolve) => slow.current(resolve))
+  t.equal(slow.generation, generation, 'not checked again within checkIntervalMs')
+})
+
+t.test('names no DNS server is asked for', async (t) => {
+  const { mayAskDns, parseHostsLine } = require('../lib/dns/name-learner')
+  const plain = parseHostsLine('hosts:          files dns')
+  const mdns = parseHostsLine('hosts: files mdns4_minimal [NOTFOUND=return] dns myhostname')
+  for (const name of ['localhost', 'LOCALHOST.', 'db.localhost', os.hostname()]) t.equal(mayAskDns(name, plain), false, name)
+  t.equal(mayAskDns('api.example.com', plain), true)
+  t.equal(mayAskDns('statsd.monitoring.svc.cluster.local.', plain), true, 'cluster.local is DNS unless nsswitch says mDNS')
+  t.equal(mayAskDns('printer.local', mdns), false, 'with mDNS in nsswitch, .local is not DNS\'s')
+  t.equal(mayAskDns('api.example.com', mdns), true)
+  t.equal(mayAskDns('api.example.com', parseHostsLine('hosts: files')), false, 'no dns in nsswitch: no DNS query at all')
+  t.same(parseHostsLine(null), { dns: true, mdns: false }, 'no nsswitch.conf: glibc\'s default')
+})
