@@ -317,4 +317,4 @@ function ensureKafkajsPatch (env = process.env) {
   installKafkajsPatch()
 }
 
-module.exports = { installKafkajsPatch, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, kUnwritten, KNOWN }
+module.exports = { installKafkajsPatch, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, kUnwritten, KNOWN }

@@ -11,6 +11,8 @@ const path = require('node:path')
 const { fork } = require('node:child_process')
 const enabled = process.env.IO_HYGIENE_TEST_KAFKA_CLUSTER === '1'
 const skip = enabled ? false : 'set IO_HYGIENE_TEST_KAFKA_CLUSTER=1 to run the three-broker cluster tests'
+// Seven leader moves of up to a minute each, past tap's 180 s for a file.
+if (enabled) t.setTimeout(540_000)
 
 // Before kafkajs loads, as install() would.
 const { installKafkajsPatch, kafkajsPatchStatus } = require('../lib/kafkajs-patch')

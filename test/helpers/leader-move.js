@@ -14,7 +14,23 @@ async function createTopic (kafka, prefix) {
   const admin = kafka.admin()
   await admin.connect()
   try {
-    await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 3 }], waitForLeaders: true })
+    // kafkajs's createTopics() then polls a node's metadata, and fails when
+    // the node has not heard of the topic yet (UNKNOWN_TOPIC_OR_PARTITION,
+    // which it does not retry): asked here instead until every partition
+    // has a leader (bounded).
+    await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 3 }] }).catch((error) => {
+      if (error.type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error
+    })
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] })
+        if (topics[0].partitions.length === PARTITIONS && topics[0].partitions.every((p) => p.leader >= 0)) break
+      } catch (error) {
+        if (attempt >= 100) throw error
+      }
+      if (attempt >= 100) throw new Error(`topic ${topic} has no leaders after ${attempt} attempts`)
+      await sleep(100)
+    }
   } finally {
     await admin.disconnect()
   }
@@ -52,12 +68,35 @@ const MOVES = {
     await sleep(1000)
     await cluster.electPreferredLeaders(topic)
   },
+  // The issue's sequence: every node in turn, busiest leader first, then the
+  // preferred leaders elected back.
+  async 'rolling-elect' (kafka, cluster, topic) {
+    await MOVES.rolling(kafka, cluster, topic)
+    await sleep(1000)
+    await cluster.electPreferredLeaders(topic)
+  },
+}
+
+// Right after a move a node may still answer for leaders it lost
+// (NOT_LEADER_FOR_PARTITION to kafkajs's admin, which does not retry that):
+// read again, a bounded number of times.
+async function readBack (kafka, topic, count) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await consumeAll(kafka, topic, count, { timeoutMs: 60_000 })
+    } catch (error) {
+      if (attempt >= 10 || error.retriable !== true) throw error
+      await sleep(500)
+    }
+  }
 }
 
 // `producer` has kafkajs's send(); `callers` awaiting senders send one
 // message each at a time until `moveLeaders(topic)` is over and `after` more
 // went out (at most `max` in all). Returns the counts of the issue's table.
-async function leaderMove ({ kafka, producer, moveLeaders, callers = 200, after = 2000, max = 30_000, paceMs = 2 }) {
+// Paced (each caller waits `paceMs` between sends, about callers * 1000 /
+// paceMs messages a second), so that the stream lasts as long as the move.
+async function leaderMove ({ kafka, producer, moveLeaders, callers = 100, after = 2000, max = 100_000, paceMs = 100 }) {
   const topic = await createTopic(kafka, 'move')
   const resolved = new Set()
   const rejected = new Map() // value -> error code or name
@@ -86,7 +125,7 @@ async function leaderMove ({ kafka, producer, moveLeaders, callers = 200, after 
   await senders
   const sent = next
 
-  const consumed = await consumeAll(kafka, topic, resolved.size, { timeoutMs: 60_000 })
+  const consumed = await readBack(kafka, topic, resolved.size)
   const seen = new Map() // value -> times
   const perPartition = new Map()
   for (const m of consumed) {
