@@ -380,7 +380,7 @@ class WrappedProducer {
     if (compression !== undefined) request.compression = compression
     let metadata
     try {
-      metadata = byTopic.size === 0 ? NO_METADATA : await this.#producer.sendBatch(request)
+      metadata = await this.#producer.sendBatch(request)
     } catch (error) {
       throw this.#failed(items, error)
     }
@@ -404,7 +404,7 @@ class WrappedProducer {
     const partial = error?.[kUnwritten]
     if (partial === undefined) return error
     for (const item of items) {
-      if (item.written !== null || item.sent === null) continue
+      if (item.written !== null) continue
       const partition = partial.unwritten.get(item.sent)
       if (partition !== undefined) {
         item.partition = partition

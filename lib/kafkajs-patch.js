@@ -229,6 +229,9 @@ function findKafkajs () {
   }
 }
 
+// The undo of an install that changed nothing.
+function nothing () {}
+
 function warnOnce (s, message) {
   if (s.warned) return
   s.warned = true
@@ -242,18 +245,18 @@ function installKafkajsPatch ({ dir = findKafkajs() } = {}) {
   const s = state()
   if (dir === null) {
     s.status = 'not-found'
-    return () => {}
+    return nothing
   }
   s.dir = dir
   const files = Object.keys(KNOWN).map((name) => path.join(dir, name))
   if (require.cache[files[2]] !== undefined) {
     if (require.cache[files[0]]?.[kState] === true) {
       s.status = 'patched'
-      return () => {}
+      return nothing
     }
     s.status = 'loaded-too-early'
     warnOnce(s, 'kafkajs was loaded before io-hygiene, so its producer keeps the grouping that stalls the event loop and the retry that can acknowledge unwritten messages on a cluster: call install() or start node with -r io-hygiene/register before kafkajs is required')
-    return () => {}
+    return nothing
   }
   let same
   try {
@@ -264,7 +267,7 @@ function installKafkajsPatch ({ dir = findKafkajs() } = {}) {
   if (!same) {
     s.status = 'unknown-version'
     warnOnce(s, `the kafkajs in ${dir} is not the kafkajs 2.2.x that io-hygiene corrects; it is left alone (its grouping can stall the event loop, its retry can acknowledge unwritten messages on a cluster)`)
-    return () => {}
+    return nothing
   }
   const entries = [
     [files[0], createSendMessagesFactory(dir)],

@@ -239,15 +239,23 @@ t.test('a request that failed in part: the written messages resolve with the bat
         }
         throw error
       }
+      if (calls === 2) {
+        // Again in part: 'b' written this time, 'c' not.
+        const error = Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' })
+        error[kUnwritten] = { unwritten: new Map([[messages[1], 2]]), entries: [{ topicName: 't', partition: 1, errorCode: 0, baseOffset: '15' }] }
+        throw error
+      }
       return messages.map((m) => ({ topicName: 't', partition: m.partition, errorCode: 0, baseOffset: '20' }))
     },
   })
   const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
   const results = await Promise.all(['a', 'b', 'c'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
-  t.equal(calls, 2)
+  t.equal(calls, 3)
   t.same(producer.calls.requests[1].topicMessages[0].messages.map((m) => [m.value, m.partition]), [['b', 1], ['c', 2]], 'only the unwritten, to their partitions')
-  t.same(results[0].map((e) => [e.partition, e.baseOffset]), [[0, '10']], 'the written one: its own entry')
-  t.same(results[1].map((e) => e.baseOffset), ['20', '20'], 'the others: the retry\'s')
-  t.equal(wrapped.stats().retried, 1)
+  t.same(producer.calls.requests[2].topicMessages[0].messages.map((m) => [m.value, m.partition]), [['c', 2]])
+  t.same(results[0].map((e) => [e.partition, e.baseOffset]), [[0, '10']], 'each written one: the entries of the attempt that wrote it')
+  t.same(results[1].map((e) => [e.partition, e.baseOffset]), [[1, '15']])
+  t.same(results[2].map((e) => [e.partition, e.baseOffset]), [[2, '20']])
+  t.equal(wrapped.stats().retried, 2)
   await wrapped.disconnect()
 })

@@ -54,6 +54,8 @@ t.test('install() puts the corrected files in place before kafkajs loads; its pr
     const { Kafka } = require('kafkajs')
     const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafkajs-patch').groupMessagesPerPartition
     new Kafka({ brokers: ['127.0.0.1:1'] }).producer()
+    // Again, kafkajs loaded on the corrected files: still patched, no warning.
+    require('./lib/kafkajs-patch').installKafkajsPatch()
     done({ ours, stats: handle.stats().kafkajs })
   `)
   t.equal(code, 0, stderr)
@@ -107,16 +109,39 @@ t.test('any other kafkajs is left alone, with one warning', async (t) => {
     fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true })
     fs.copyFileSync(path.join(kafkajsDir, name), path.join(dir, name))
   }
-  // One byte of difference is another kafkajs.
+  const other = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafkajs-'))
+  t.teardown(() => fs.rmSync(other, { recursive: true, force: true }))
+  fs.cpSync(dir, other, { recursive: true })
+  // One byte of difference is another kafkajs; so is one without a file.
   fs.appendFileSync(path.join(dir, 'src/producer/sendMessages.js'), '\n')
-  const { code, stdout, stderr } = await run(`${report}
-    const { installKafkajsPatch } = require('./lib/kafkajs-patch')
-    installKafkajsPatch({ dir: ${JSON.stringify(dir)} })
-    installKafkajsPatch({ dir: ${JSON.stringify(dir)} })
-    done({ cached: Object.keys(require.cache).some((f) => f.startsWith(${JSON.stringify(dir)})) })
-  `)
+  fs.rmSync(path.join(other, 'src/producer/createTopicData.js'))
+  for (const copy of [dir, other]) {
+    const { code, stdout, stderr } = await run(`${report}
+      const { installKafkajsPatch } = require('./lib/kafkajs-patch')
+      installKafkajsPatch({ dir: ${JSON.stringify(copy)} })
+      installKafkajsPatch({ dir: ${JSON.stringify(copy)} })
+      done({ cached: Object.keys(require.cache).some((f) => f.startsWith(${JSON.stringify(copy)})) })
+    `)
+    t.equal(code, 0, stderr)
+    t.same(JSON.parse(stdout), { status: 'unknown-version', warnings: ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'], cached: false })
+  }
+})
+
+t.test('no kafkajs to be found: nothing patched, no warning', async (t) => {
+  const { installKafkajsPatch } = require('../lib/kafkajs-patch')
+  t.equal(installKafkajsPatch({ dir: null })(), undefined, 'an undo that does nothing')
+  const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-no-kafkajs-'))
+  t.teardown(() => fs.rmSync(cwd, { recursive: true, force: true }))
+  const lib = JSON.stringify(path.join(root, 'lib', 'kafkajs-patch.js'))
+  const { code, stdout, stderr } = await new Promise((resolve) => {
+    execFile(process.execPath, ['-e', `
+      const p = require(${lib})
+      p.installKafkajsPatch()
+      process.stdout.write(p.kafkajsPatchStatus())
+    `], { cwd }, (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr }))
+  })
   t.equal(code, 0, stderr)
-  t.same(JSON.parse(stdout), { status: 'unknown-version', warnings: ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'], cached: false })
+  t.equal(stdout, 'not-found')
 })
 
 t.test('uninstall() takes the files out of require.cache while kafkajs is not loaded', async (t) => {

@@ -23,7 +23,7 @@ const MESSAGE_TOO_LARGE = 10
 // broker answers produce() through `script(broker, request, call)`, which may
 // throw a protocol error, or return the partitions to answer for (all by
 // default); `onRefresh` runs on a metadata refresh (where a move shows).
-function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, idempotent = false }) {
+function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, idempotent = false, transactional = false }) {
   const log = [] // [nodeId, partition, firstSequence, messages]
   const inFlight = new Map()
   let maxInFlight = 0
@@ -76,11 +76,13 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
   let sequences = {}
   const eos = {
     initProducerIds: 0,
-    isTransactional: () => false,
+    added: [],
+    isTransactional: () => transactional,
+    async addPartitionsToTransaction (topicData) { this.added.push(topicData.map(({ topic, partitions }) => [topic, partitions.map((p) => p.partition)])) },
     isInitialized: () => idempotent,
     getProducerId: () => idempotent ? 7 : -1,
     getProducerEpoch: () => 0,
-    getTransactionalId: () => undefined,
+    getTransactionalId: () => 'tx',
     getSequence: (topic, partition) => sequences[`${topic}:${partition}`] ?? 0,
     updateSequence (topic, partition, n) {
       if (idempotent) sequences[`${topic}:${partition}`] = this.getSequence(topic, partition) + n
@@ -247,4 +249,19 @@ t.test('no metadata yet, a disconnected cluster, a closed connection: retried as
     },
   })
   t.same(covered(await r.make(ours)(request())), [0, 1], 'any retriable error')
+})
+
+t.test('in a transaction: partitions added to it before they are written; a broken sequence is the caller\'s to see', async (t) => {
+  const s = scripted({ leaders: [1, 2], transactional: true, idempotent: true })
+  t.same(covered(await s.make(ours)(request())), [0, 1])
+  t.same(s.eos.added.sort(), [[['t', [0]]], [['t', [1]]]])
+  const broken = scripted({
+    leaders: [1, 2],
+    transactional: true,
+    idempotent: true,
+    script: (broker) => { if (broker.nodeId === 2) throw createErrorFromCode(OUT_OF_ORDER) },
+  })
+  const error = await broken.make(ours)(request()).catch((e) => e)
+  t.equal(error.type, 'OUT_OF_ORDER_SEQUENCE_NUMBER', 'no fresh producer id: that would abandon the transaction')
+  t.equal(broken.eos.initProducerIds, 0)
 })
