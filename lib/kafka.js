@@ -15,11 +15,11 @@ const spec = {
   // values and headers keeps every partition's record batch under the
   // broker's default message.max.bytes (1,048,588).
   // 1,000 messages: a Produce request costs the broker a few milliseconds
-  // whatever its size, so fewer, larger requests go faster; but kafkajs
-  // groups a request's messages by partition copying the partition's array
-  // for every message, so a batch's client work (one event-loop stall)
-  // grows with its square. 1,000 is where the first stops paying for the
-  // second (measured: bench/kafka.js).
+  // whatever its size, so fewer, larger requests go faster; a batch's client
+  // work is one event-loop stall, quadratic in its size with kafkajs's own
+  // grouping, linear with the one io-hygiene puts in its place
+  // (lib/kafkajs-patch.js). 1,000 was measured with kafkajs's grouping
+  // (bench/kafka.js), and stays where the stall is a few milliseconds.
   maxBatchMessages: { default: 1000, check: integer(1) },
   maxBatchBytes: { default: 1_000_000, check: integer(1) },
   // The memory bound on everything not yet acknowledged.
