@@ -22,7 +22,6 @@
 // The mechanism is require.cache: a module entry for each file, made before
 // kafkajs's producer requires it. No hook on every require, and nothing at
 // all for a process without kafkajs beyond one failed resolution.
-const crypto = require('node:crypto')
 const fs = require('node:fs')
 const Module = require('node:module')
 const path = require('node:path')
@@ -214,8 +213,9 @@ function createSendMessagesFactory (dir) {
   }
 }
 
+// node:crypto loads only once kafkajs is found: a service without it never pays for it.
 function hashOf (file) {
-  return crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex')
+  return require('node:crypto').createHash('sha256').update(fs.readFileSync(file)).digest('hex')
 }
 
 // The kafkajs the application would load: resolved from its main module,
