@@ -88,6 +88,11 @@ const ERR_IO_HYGIENE_DELIVERY_TIMEOUT = createError(
   (ms) => `not delivered within deliveryTimeoutMs (${ms} ms)`,
   Error
 )
+const ERR_IO_HYGIENE_NOT_CONNECTED = createError(
+  'ERR_IO_HYGIENE_NOT_CONNECTED',
+  (what) => `${what} is not connected: call connect() first (nothing was sent)`,
+  Error
+)
 const ERR_IO_HYGIENE_ITEM_TOO_LARGE = createError(
   'ERR_IO_HYGIENE_ITEM_TOO_LARGE',
   (what, bytes, max) => `${what}: an item of ${bytes} bytes can never fit in a batch of maxBatchBytes ${max}`,
@@ -172,6 +177,7 @@ module.exports = {
   ERR_IO_HYGIENE_CLOSED,
   ERR_IO_HYGIENE_TIMEOUT,
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
+  ERR_IO_HYGIENE_NOT_CONNECTED,
   ERR_IO_HYGIENE_ITEM_TOO_LARGE,
   ERR_IO_HYGIENE_INVALID_RESULT,
   ERR_IO_HYGIENE_MISSING_PEER,

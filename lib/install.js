@@ -8,6 +8,16 @@ const errors = () => require('./errors')
 // options, validated before anything is touched) and an apply(cfg) that
 // changes process state and returns { value, undo }.
 const modules = [
+  // First, and cheap: kafkajs's producer captures the files it corrects when
+  // it loads, so they must be in place before the application requires it.
+  {
+    name: 'kafkajs',
+    enabledByDefault: true,
+    spec: () => ({}),
+    apply: () => require('./kafkajs-patch').applyKafkajsPatch(),
+    // Turned off: wrapProducer() must not patch it later either.
+    off: () => require('./kafkajs-patch').turnOffKafkajsPatch(),
+  },
   {
     name: 'dns',
     enabledByDefault: true,
@@ -115,6 +125,7 @@ function installFrom (options, origin) {
   try {
     for (const mod of modules) {
       if (resolved[mod.name] === false) {
+        mod.off?.()
         handle[mod.name] = null
         continue
       }

@@ -3,7 +3,8 @@
 const { createBatcher } = require('./batch')
 const { onShutdown, offShutdown } = require('./shutdown')
 const { integer, timerMs, oneOf, boolean, resolve } = require('./options')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED } = require('./errors')
+const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED } = require('./errors')
 
 // Defaults, and why, are in the README's kafka table; a test keeps the two equal.
 const spec = {
@@ -14,11 +15,11 @@ const spec = {
   // values and headers keeps every partition's record batch under the
   // broker's default message.max.bytes (1,048,588).
   // 1,000 messages: a Produce request costs the broker a few milliseconds
-  // whatever its size, so fewer, larger requests go faster; but kafkajs
-  // groups a request's messages by partition copying the partition's array
-  // for every message, so a batch's client work (one event-loop stall)
-  // grows with its square. 1,000 is where the first stops paying for the
-  // second (measured: bench/kafka.js).
+  // whatever its size, so fewer, larger requests go faster; a batch's client
+  // work is one event-loop stall, quadratic in its size with kafkajs's own
+  // grouping, linear with the one io-hygiene puts in its place
+  // (lib/kafkajs-patch.js). 1,000 was measured with kafkajs's grouping
+  // (bench/kafka.js), and stays where the stall is a few milliseconds.
   maxBatchMessages: { default: 1000, check: integer(1) },
   maxBatchBytes: { default: 1_000_000, check: integer(1) },
   // The memory bound on everything not yet acknowledged.
@@ -81,6 +82,7 @@ function messageBytes (message) {
 // up on was transient, so we go on until each message's deadline: an error
 // is retriable when it or one of its causes says so.
 function isRetriable (error) {
+  if (error?.code === 'ERR_IO_HYGIENE_NOT_CONNECTED') return false
   for (let depth = 0; depth < 8 && error !== null && typeof error === 'object'; depth++) {
     if (error.name === 'KafkaJSNumberOfRetriesExceeded' || error.retriable === true) return true
     error = error.cause
@@ -106,6 +108,14 @@ class Item {
     this.message = message
     this.bytes = bytes
     this.request = request
+    // Set when a request that failed as a whole wrote this message anyway
+    // (its RecordMetadata entries): a retry of the batch skips it.
+    this.written = null
+    // Set when such a request assigned it a partition but was not
+    // acknowledged for it: a retry sends it to the same partition.
+    this.partition = null
+    // The object handed to kafkajs for this message by the last attempt.
+    this.sent = null
   }
 }
 function sizeOf (item) {
@@ -194,8 +204,12 @@ class WrappedProducer {
     return this.#batcher.flush(options)
   }
 
+  // The batcher's counters, and whether kafkajs's producer runs with the
+  // corrected grouping and retry ('patched'), or why not.
   stats () {
-    return this.#batcher.stats()
+    const stats = this.#batcher.stats()
+    stats.kafkajsPatch = kafkajsPatchStatus()
+    return stats
   }
 
   isIdempotent () {
@@ -345,8 +359,13 @@ class WrappedProducer {
     const byTopic = new Map()
     let lastTopic = null
     let list = null
+    let retry = false
     for (let i = 0; i < items.length; i++) {
       const item = items[i]
+      if (item.written !== null || item.partition !== null) {
+        retry = true
+        if (item.written !== null) continue
+      }
       if (item.topic !== lastTopic) {
         lastTopic = item.topic
         list = byTopic.get(lastTopic)
@@ -355,14 +374,49 @@ class WrappedProducer {
           byTopic.set(lastTopic, list)
         }
       }
-      list.push(item.message)
+      // A message the failed request assigned a partition goes to it again.
+      item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
+      list.push(item.sent)
     }
     const { acks, timeout, compression } = items[0].request
     const request = { acks, topicMessages: Array.from(byTopic, ([topic, messages]) => ({ topic, messages })) }
     if (timeout !== undefined) request.timeout = timeout
     if (compression !== undefined) request.compression = compression
-    const metadata = await this.#producer.sendBatch(request)
-    return results(items, Array.isArray(metadata) ? metadata : NO_METADATA)
+    let metadata
+    try {
+      metadata = await this.#producer.sendBatch(request)
+    } catch (error) {
+      throw this.#failed(items, error)
+    }
+    if (!Array.isArray(metadata)) metadata = NO_METADATA
+    if (!retry) return results(items, metadata)
+    // A retry: what an earlier attempt wrote keeps its own entries.
+    const out = results(items, metadata)
+    for (let i = 0; i < items.length; i++) if (items[i].written !== null) out[i] = items[i].written
+    return out
+  }
+
+  // The corrected kafkajs (lib/kafkajs-patch.js) says which messages a
+  // failed call did not get acknowledged, and their partitions: the others
+  // were written, and resolve with the batch; a retry sends only the rest.
+  #failed (items, error) {
+    // kafkajs refuses a send on a producer that is not connected before
+    // anything goes out; retrying would only wait for deliveryTimeoutMs.
+    if (error?.name === 'KafkaJSError' && error.message === 'The producer is disconnected') {
+      return new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
+    }
+    const partial = error?.[kUnwritten]
+    if (partial === undefined) return error
+    for (const item of items) {
+      if (item.written !== null) continue
+      const partition = partial.unwritten.get(item.sent)
+      if (partition !== undefined) {
+        item.partition = partition
+        continue
+      }
+      item.written = results([item], partial.entries)[0]
+    }
+    return error
   }
 }
 
@@ -439,6 +493,7 @@ function wrapProducer (producer, options) {
   if (producer[kWrapped] === true) {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
   }
+  ensureKafkajsPatch()
   return new WrappedProducer(producer, resolved)
 }
 

@@ -222,3 +222,40 @@ t.test('with overflow "reject", a call that does not fit whole is refused whole,
   t.same(sent, ['a', 'b', 'f', 'g'], 'nothing of the refused call went out')
   t.match(wrapped.stats(), { dropped: 3, flushed: 4 })
 })
+
+t.test('a request that failed in part: the written messages resolve with the batch, the rest go again to the same partitions', async (t) => {
+  const { kUnwritten } = require('../lib/kafkajs-patch')
+  let calls = 0
+  const producer = fakeProducer({
+    sendBatch: (request) => {
+      const messages = request.topicMessages[0].messages
+      if (++calls === 1) {
+        // As the corrected kafkajs reports it: 'a' written to partition 0,
+        // 'b' and 'c' assigned partitions 1 and 2 but not acknowledged.
+        const error = Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' })
+        error[kUnwritten] = {
+          unwritten: new Map([[messages[1], 1], [messages[2], 2]]),
+          entries: [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '10' }],
+        }
+        throw error
+      }
+      if (calls === 2) {
+        // Again in part: 'b' written this time, 'c' not.
+        const error = Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' })
+        error[kUnwritten] = { unwritten: new Map([[messages[1], 2]]), entries: [{ topicName: 't', partition: 1, errorCode: 0, baseOffset: '15' }] }
+        throw error
+      }
+      return messages.map((m) => ({ topicName: 't', partition: m.partition, errorCode: 0, baseOffset: '20' }))
+    },
+  })
+  const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+  const results = await Promise.all(['a', 'b', 'c'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+  t.equal(calls, 3)
+  t.same(producer.calls.requests[1].topicMessages[0].messages.map((m) => [m.value, m.partition]), [['b', 1], ['c', 2]], 'only the unwritten, to their partitions')
+  t.same(producer.calls.requests[2].topicMessages[0].messages.map((m) => [m.value, m.partition]), [['c', 2]])
+  t.same(results[0].map((e) => [e.partition, e.baseOffset]), [[0, '10']], 'each written one: the entries of the attempt that wrote it')
+  t.same(results[1].map((e) => [e.partition, e.baseOffset]), [[1, '15']])
+  t.same(results[2].map((e) => [e.partition, e.baseOffset]), [[2, '20']])
+  t.equal(wrapped.stats().retried, 2)
+  await wrapped.disconnect()
+})

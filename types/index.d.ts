@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'ERR_IO_HYGIENE_UNKNOWN_ENV'
   | 'ERR_IO_HYGIENE_QUEUE_FULL'
   | 'ERR_IO_HYGIENE_CLOSED'
+  | 'ERR_IO_HYGIENE_NOT_CONNECTED'
   | 'ERR_IO_HYGIENE_TIMEOUT'
   | 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT'
   | 'ERR_IO_HYGIENE_ITEM_TOO_LARGE'
@@ -116,6 +117,8 @@ export interface InstallOptions {
   monitor?: boolean | MonitorOptions
   /** undici's global dispatcher (fetch, undici.fetch, undici.request); false leaves it alone. Default true. */
   http?: boolean | HttpOptions
+  /** kafkajs 2.2.x's producer retry and grouping corrected before kafkajs loads; false leaves kafkajs as it ships. Default true. */
+  kafkajs?: boolean
 }
 
 export interface Installation {
@@ -485,13 +488,20 @@ export interface KafkaMessage {
   timestamp?: string
 }
 
+/** Whether kafkajs runs with io-hygiene's corrected producer retry and grouping, or why not. */
+export type KafkajsPatchStatus = 'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'
+
+export interface KafkaProducerStats extends BatcherStats {
+  readonly kafkajsPatch: KafkajsPatchStatus
+}
+
 export interface WrappedProducer<P extends KafkaProducerLike = KafkaProducerLike> {
   connect(): Promise<void>
   disconnect(options?: { timeoutMs?: number | null }): Promise<void>
   send(record: { topic: string; messages: KafkaMessage[]; acks?: -1 | 0 | 1; timeout?: number; compression?: number }): Promise<RecordMetadata[]>
   sendBatch(batch: { topicMessages: Array<{ topic: string; messages: KafkaMessage[] }>; acks?: -1 | 0 | 1; timeout?: number; compression?: number }): Promise<RecordMetadata[]>
   flush(options?: { timeoutMs?: number | null }): Promise<void>
-  stats(): BatcherStats
+  stats(): KafkaProducerStats
   on: P['on']
   events: P['events']
   transaction: P['transaction']

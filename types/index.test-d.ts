@@ -64,6 +64,9 @@ createStatsd({ maxBufferSize: null })
 
 declare const kafkajsProducer: import('kafkajs').Producer
 const producer = wrapProducer(kafkajsProducer, { lingerMs: 5 })
+expectType<'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'>(producer.stats().kafkajsPatch)
+expectType<number>(producer.stats().retried)
+install({ kafkajs: false })
 expectType<Promise<RecordMetadata[]>>(producer.send({ topic: 't', messages: [{ value: 'v' }] }))
 expectType<Promise<void>>(producer.flush({ timeoutMs: 1000 }))
 expectError(wrapProducer(kafkajsProducer, { linger: 5 }))

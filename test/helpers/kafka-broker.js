@@ -126,26 +126,28 @@ function clusterId () {
   return id
 }
 
-function serverProperties ({ port, controllerPort, logDir, partitions }) {
+// One node by default; a cluster passes its node id, every node's controller
+// port (the voters) and its replication settings.
+function serverProperties ({ port, controllerPort, logDir, partitions, nodeId = 1, voters = `1@127.0.0.1:${controllerPort}`, replicas = 1, minInsync = 1 }) {
   return [
     'process.roles=broker,controller',
-    'node.id=1',
-    `controller.quorum.voters=1@127.0.0.1:${controllerPort}`,
+    `node.id=${nodeId}`,
+    `controller.quorum.voters=${voters}`,
     `listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
     `advertised.listeners=PLAINTEXT://127.0.0.1:${port}`,
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=PLAINTEXT',
     'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
     `log.dirs=${logDir}`,
-    // One node: every internal topic has one replica, and few partitions so
-    // that the first consumer group and the first transaction start quickly.
+    // Few partitions for internal topics, so that the first consumer group
+    // and the first transaction start quickly.
     `num.partitions=${partitions}`,
-    'default.replication.factor=1',
-    'min.insync.replicas=1',
-    'offsets.topic.replication.factor=1',
+    `default.replication.factor=${replicas}`,
+    `min.insync.replicas=${minInsync}`,
+    `offsets.topic.replication.factor=${replicas}`,
     'offsets.topic.num.partitions=1',
-    'transaction.state.log.replication.factor=1',
-    'transaction.state.log.min.isr=1',
+    `transaction.state.log.replication.factor=${replicas}`,
+    `transaction.state.log.min.isr=${minInsync}`,
     'transaction.state.log.num.partitions=1',
     'auto.create.topics.enable=true',
     'group.initial.rebalance.delay.ms=0',
@@ -202,18 +204,27 @@ class KafkaBroker {
     return path.join(this.#dir, 'broker.log')
   }
 
-  async init ({ partitions }) {
-    this.port = await freePort()
-    this.controllerPort = await freePort()
-    while (this.controllerPort === this.port) this.controllerPort = await freePort()
+  async ports (taken = new Set()) {
+    do this.port = await freePort()
+    while (taken.has(this.port))
+    taken.add(this.port)
+    do this.controllerPort = await freePort()
+    while (taken.has(this.controllerPort))
+    taken.add(this.controllerPort)
+  }
+
+  // `cluster` (a cluster's node): { id, nodeId, voters, replicas, minInsync }.
+  async init ({ partitions, cluster = null }) {
+    if (this.port === 0) await this.ports()
     const config = path.join(this.#dir, 'server.properties')
     fs.writeFileSync(config, serverProperties({
       port: this.port,
       controllerPort: this.controllerPort,
       logDir: path.join(this.#dir, 'data'),
       partitions,
+      ...(cluster === null ? {} : cluster),
     }))
-    await this.#java(['kafka.tools.StorageTool', 'format', '-t', clusterId(), '-c', config, '--ignore-formatted'])
+    await this.#java(['kafka.tools.StorageTool', 'format', '-t', cluster?.id ?? clusterId(), '-c', config, '--ignore-formatted'])
   }
 
   #javaArgs (main) {
@@ -354,6 +365,70 @@ async function startKafka ({ dir, heapMb = 512, partitions = 1, timeoutMs, log }
   return broker
 }
 
+// A KRaft cluster of `size` nodes on loopback, each broker and controller
+// (every node a voter, so that a majority survives one node stopped), with
+// `replicas`-fold replication and `minInsync` by default. Started once per
+// test file: a JVM start costs seconds of a shared CPU.
+//
+//   const cluster = await startKafkaCluster()   // { brokers, nodes, ... }
+//   await cluster.nodes[1].restart()            // one node, same port and data
+//   await cluster.electPreferredLeaders(topic)  // the Admin API's electLeaders
+//   await cluster.close()                       // every JVM stopped by PID
+async function startKafkaCluster ({ size = 3, heapMb = 256, partitions = 1, replicas = Math.min(3, size), minInsync = Math.min(2, replicas), timeoutMs, log } = {}) {
+  const classpath = await fetchKafka({ log })
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafka-cluster-'))
+  const nodes = []
+  const taken = new Set()
+  for (let i = 0; i < size; i++) {
+    const dir = path.join(root, `node-${i + 1}`)
+    fs.mkdirSync(dir)
+    const node = new KafkaBroker({ classpath, dir, ownDir: false, heapMb })
+    node.nodeId = i + 1
+    await node.ports(taken)
+    nodes.push(node)
+    live.add(node)
+  }
+  const voters = nodes.map((n) => `${n.nodeId}@127.0.0.1:${n.controllerPort}`).join(',')
+  const id = clusterId()
+  const close = async () => {
+    // Each JVM by its own PID, all of them even when one fails to stop.
+    await Promise.allSettled(nodes.map((n) => n.stop()))
+    for (const n of nodes) live.delete(n)
+    fs.rmSync(root, { recursive: true, force: true })
+  }
+  try {
+    // One after the other: formatting is a JVM each, and the CPU is shared.
+    for (const node of nodes) await node.init({ partitions, cluster: { id, nodeId: node.nodeId, voters, replicas, minInsync } })
+    // Together: no node answers before a majority of voters is up.
+    await Promise.all(nodes.map((n) => n.start({ timeoutMs })))
+  } catch (error) {
+    await close()
+    throw error
+  }
+  return {
+    nodes,
+    get brokers () {
+      return nodes.map((n) => `127.0.0.1:${n.port}`)
+    },
+    // Kafka's preferred-leader election, through the Admin API (kafkajs has
+    // no ElectLeaders): Java's source launcher runs test/kafka/ElectLeaders.java.
+    electPreferredLeaders (topic) {
+      const bootstrap = nodes.filter((n) => n.running).map((n) => `127.0.0.1:${n.port}`).join(',')
+      const source = path.join(__dirname, '..', 'kafka', 'ElectLeaders.java')
+      return new Promise((resolve, reject) => {
+        execFile(javaBin(), ['-Xmx64m', '-XX:TieredStopAtLevel=1', '-cp', classpath, source, bootstrap, topic], { timeout: 60_000 }, (error, stdout, stderr) => {
+          if (error) {
+            error.message += `\n${stdout}\n${stderr}`
+            return reject(error)
+          }
+          resolve(stdout.trim())
+        })
+      })
+    },
+    close,
+  }
+}
+
 // Reads `topic` from the beginning with a real kafkajs consumer until `count`
 // messages arrived and every partition was read to the end it had when the
 // call began (so duplicates past `count`, if any, are in the result), or
@@ -407,7 +482,7 @@ async function consumeAll (kafka, topic, count, { timeoutMs = 60_000, readUncomm
   return out
 }
 
-module.exports = { startKafka, fetchKafka, consumeAll }
+module.exports = { startKafka, startKafkaCluster, fetchKafka, consumeAll }
 
 if (require.main === module) {
   const args = process.argv.slice(2)

@@ -1,0 +1,323 @@
+'use strict'
+
+// Corrected parts of kafkajs 2.2.x's producer, put in its place before it is
+// loaded. kafkajs has had no release since 2.2.4: a frozen dependency is a
+// stable target, and each file is replaced only when its content is exactly
+// the known one (a hash, not the version string), so any other kafkajs is
+// left alone.
+//
+// - src/producer/groupMessagesPerPartition.js copies a partition's array for
+//   every message (quadratic in a request's size, redone at every retry):
+//   replaced by a linear grouping with the identical result.
+// - src/producer/sendMessages.js retries only brokers that had not answered,
+//   after re-partitioning every message: a partition whose leader moved to a
+//   broker that had answered is never sent again and the call resolves
+//   anyway (a false acknowledgement), and a retry can start while another
+//   broker's request of the same call is in flight (a duplicate with new
+//   sequence numbers). Replaced by one that partitions a call once, sends each
+//   partition until a response covers it, retries only once every request of
+//   the attempt has settled, and gives an idempotent producer a fresh producer
+//   id when the broker lost its sequence state.
+//
+// The mechanism is require.cache: a module entry for each file, made before
+// kafkajs's producer requires it. No hook on every require, and nothing at
+// all for a process without kafkajs beyond one failed resolution.
+const fs = require('node:fs')
+const Module = require('node:module')
+const path = require('node:path')
+
+const KNOWN = {
+  'src/producer/sendMessages.js': '8a120e6993955e040a13014cccebd79b8d41e7355d6eda1065fa83fea2fbbcdb',
+  'src/producer/groupMessagesPerPartition.js': 'ea72357721fbf67770b5e06b9bf4260faa1e60f3affb556bff2cc7892c1881fb',
+  // How the two are called: read, not replaced.
+  'src/producer/messageProducer.js': '529636e6ab99b29765e44e7ffbbbccf256b7241f2b9d00e6933bae4e50e841f8',
+  'src/producer/createTopicData.js': '26da133f71f776a6c3059432f3bcf1c2f8b2ea0c902d48c533974d08c98c6adc',
+  'src/producer/responseSerializer.js': 'fae4bfc9539e975e69b7866e77cc00ee2469a110e938f5def0e63e6660cfa2e4',
+}
+
+// What a failed call leaves on its error for wrapProducer(): the messages not
+// acknowledged, each with the partition it was assigned, so that a retry
+// sends them to the same partition (the idempotent producer's sequence
+// numbers can then drop a copy the broker wrote without answering).
+const kUnwritten = Symbol.for('io-hygiene.kafkajs.unwritten.v1')
+const kState = Symbol.for('io-hygiene.kafkajs.patch.v1')
+
+// One state per process, shared by every copy of io-hygiene:
+// 'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'
+function state () {
+  globalThis[kState] ??= { status: 'not-installed', dir: null, warned: false }
+  return globalThis[kState]
+}
+
+// The linear grouping: partition -> its messages in call order, the
+// partitioner called once per message in the same order as kafkajs does.
+function groupMessagesPerPartition ({ topic, partitionMetadata, messages, partitioner }) {
+  const result = {}
+  if (partitionMetadata.length === 0) return result
+  for (const message of messages) {
+    const partition = partitioner({ topic, partitionMetadata, message })
+    const list = result[partition]
+    if (list === undefined) result[partition] = [message]
+    else list.push(message)
+  }
+  return result
+}
+
+// The errors after which an idempotent producer's sequence numbers no longer
+// match the broker's: a fresh producer id starts them again at 0
+// (librdkafka and @platformatic/kafka recover the same way).
+const SEQUENCE_LOST = new Set(['OUT_OF_ORDER_SEQUENCE_NUMBER', 'UNKNOWN_PRODUCER_ID'])
+
+function createSendMessagesFactory (dir) {
+  const internal = (file) => require(path.join(dir, 'src', file))
+  return function createSendMessages ({ logger, cluster, partitioner, eosManager, retrier }) {
+    const { KafkaJSMetadataNotLoaded, KafkaJSError } = internal('errors')
+    const { staleMetadata } = internal('protocol/error')
+    const responseSerializer = internal('producer/responseSerializer')
+
+    // topic -> { partition -> messages }, assigned once for the whole call.
+    async function assign (topicMessages) {
+      await cluster.refreshMetadataIfNecessary()
+      const pending = new Map()
+      for (const { topic, messages } of topicMessages) {
+        const partitionMetadata = cluster.findTopicPartitionMetadata(topic)
+        if (partitionMetadata.length === 0) {
+          logger.debug('Producing to topic without metadata', { topic, targetTopics: Array.from(cluster.targetTopics) })
+          throw new KafkaJSMetadataNotLoaded('Producing to topic without metadata')
+        }
+        const perPartition = groupMessagesPerPartition({ topic, partitionMetadata, messages, partitioner })
+        for (const partition of Object.keys(perPartition)) {
+          pending.set(`${topic}\0${partition}`, { topic, partition: Number(partition), messages: perPartition[partition] })
+        }
+      }
+      return pending
+    }
+
+    async function produce (broker, topicData, request, pending, results) {
+      await eosManager.acquireBrokerLock(broker)
+      try {
+        if (eosManager.isTransactional()) await eosManager.addPartitionsToTransaction(topicData)
+        for (const { topic, partitions } of topicData) {
+          for (const entry of partitions) {
+            entry.firstSequence = eosManager.getSequence(topic, entry.partition)
+            eosManager.updateSequence(topic, entry.partition, entry.messages.length)
+          }
+        }
+        let response
+        try {
+          response = await broker.produce({
+            transactionalId: eosManager.isTransactional() ? eosManager.getTransactionalId() : undefined,
+            producerId: eosManager.getProducerId(),
+            producerEpoch: eosManager.getProducerEpoch(),
+            acks: request.acks,
+            timeout: request.timeout,
+            compression: request.compression,
+            topicData,
+          })
+        } catch (error) {
+          // Not acknowledged: the same sequence numbers go out again, so that
+          // the broker drops what it wrote without answering.
+          for (const { topic, partitions } of topicData) {
+            for (const entry of partitions) eosManager.updateSequence(topic, entry.partition, -entry.messages.length)
+          }
+          throw error
+        }
+        if (request.acks === 0) {
+          for (const { topic, partitions } of topicData) for (const { partition } of partitions) pending.delete(`${topic}\0${partition}`)
+          return
+        }
+        // Only what the response covers is done.
+        for (const entry of responseSerializer(response)) {
+          if (pending.delete(`${entry.topicName}\0${entry.partition}`)) results.push(entry)
+        }
+      } finally {
+        await eosManager.releaseBrokerLock(broker)
+      }
+    }
+
+    return async function sendMessages (request) {
+      const { topicMessages } = request
+      let pending = null
+      const results = []
+      const topics = topicMessages.map(({ topic }) => topic)
+      try {
+        return await retrier(async (bail, retryCount, retryTime) => {
+          await cluster.addMultipleTargetTopics(topics)
+          let failure = null
+          try {
+            pending ??= await assign(topicMessages)
+            // What is still to send, per current leader.
+            const perBroker = new Map()
+            const perTopic = new Map()
+            for (const entry of pending.values()) {
+              const list = perTopic.get(entry.topic)
+              if (list === undefined) perTopic.set(entry.topic, [entry])
+              else list.push(entry)
+            }
+            for (const [topic, entries] of perTopic) {
+              const leaders = cluster.findLeaderForPartitions(topic, entries.map((e) => e.partition))
+              for (const nodeId of Object.keys(leaders)) {
+                const broker = await cluster.findBroker({ nodeId })
+                let topicData = perBroker.get(broker)
+                if (topicData === undefined) perBroker.set(broker, (topicData = []))
+                const own = new Set(leaders[nodeId])
+                topicData.push({
+                  topic,
+                  partitions: entries.filter((e) => own.has(e.partition)).map((e) => ({ partition: e.partition, messages: e.messages })),
+                })
+              }
+            }
+            // Every request of the attempt settles before the next attempt:
+            // a partition never has two in flight.
+            const settled = await Promise.allSettled(Array.from(perBroker, ([broker, topicData]) => produce(broker, topicData, request, pending, results)))
+            for (const outcome of settled) if (outcome.status === 'rejected') failure ??= outcome.reason
+            if (pending.size === 0) return results
+            if (failure === null) {
+              failure = new KafkaJSError('A produce response did not cover every partition of its request', { retriable: true })
+            }
+          } catch (error) {
+            failure = error
+          }
+          const e = failure
+          if (SEQUENCE_LOST.has(e.type) && !eosManager.isTransactional() && eosManager.isInitialized()) {
+            logger.warn(`${e.message}: a fresh producer id`, { retryCount, retryTime })
+            await eosManager.initProducerId()
+            throw new KafkaJSError(e, { retriable: true, cause: e })
+          }
+          if (e.name === 'KafkaJSConnectionClosedError') cluster.removeBroker({ host: e.host, port: e.port })
+          if (!cluster.isConnected()) {
+            logger.debug(`Cluster has disconnected, reconnecting: ${e.message}`, { retryCount, retryTime })
+            await cluster.connect()
+            await cluster.refreshMetadata()
+            throw e
+          }
+          if (staleMetadata(e) || e.name === 'KafkaJSMetadataNotLoaded' || e.name === 'KafkaJSConnectionError' ||
+            e.name === 'KafkaJSConnectionClosedError' || (e.name === 'KafkaJSProtocolError' && e.retriable)) {
+            logger.error(`Failed to send messages: ${e.message}`, { retryCount, retryTime })
+            await cluster.refreshMetadata()
+            throw e
+          }
+          logger.error(`${e.message}`, { retryCount, retryTime })
+          if (e.retriable) throw e
+          bail(e)
+        })
+      } catch (error) {
+        if (pending !== null && error !== null && typeof error === 'object') {
+          const unwritten = new Map()
+          for (const { partition, messages } of pending.values()) for (const message of messages) unwritten.set(message, partition)
+          error[kUnwritten] = { unwritten, entries: results }
+        }
+        throw error
+      }
+    }
+  }
+}
+
+// node:crypto loads only once kafkajs is found: a service without it never pays for it.
+function hashOf (file) {
+  return require('node:crypto').createHash('sha256').update(fs.readFileSync(file)).digest('hex')
+}
+
+// The kafkajs the application would load: resolved from its main module,
+// then the working directory.
+function findKafkajs () {
+  const from = [require.main?.path, process.cwd()].filter(Boolean)
+  try {
+    return path.dirname(require.resolve('kafkajs', { paths: from }))
+  } catch {
+    return null
+  }
+}
+
+// The undo of an install that changed nothing.
+function nothing () {}
+
+function warnOnce (s, message) {
+  if (s.warned) return
+  s.warned = true
+  process.emitWarning(message, { code: 'IO_HYGIENE_KAFKAJS_NOT_PATCHED' })
+}
+
+// Puts the corrected files in require.cache. Returns the undo, which removes
+// the entries if they are still ours (a kafkajs loaded meanwhile keeps what
+// it captured).
+function installKafkajsPatch ({ dir = findKafkajs() } = {}) {
+  const s = state()
+  if (dir === null) {
+    s.status = 'not-found'
+    return nothing
+  }
+  s.dir = dir
+  const files = Object.keys(KNOWN).map((name) => path.join(dir, name))
+  if (require.cache[files[2]] !== undefined) {
+    if (require.cache[files[0]]?.[kState] === true) {
+      s.status = 'patched'
+      return nothing
+    }
+    s.status = 'loaded-too-early'
+    warnOnce(s, 'kafkajs was loaded before io-hygiene, so its producer keeps the grouping that stalls the event loop and the retry that can acknowledge unwritten messages on a cluster: call install() or start node with -r io-hygiene/register before kafkajs is required')
+    return nothing
+  }
+  let same
+  try {
+    same = Object.entries(KNOWN).every(([name, hash]) => hashOf(path.join(dir, name)) === hash)
+  } catch {
+    same = false
+  }
+  if (!same) {
+    s.status = 'unknown-version'
+    warnOnce(s, `the kafkajs in ${dir} is not the kafkajs 2.2.x that io-hygiene corrects; it is left alone (its grouping can stall the event loop, its retry can acknowledge unwritten messages on a cluster)`)
+    return nothing
+  }
+  const entries = [
+    [files[0], createSendMessagesFactory(dir)],
+    [files[1], groupMessagesPerPartition],
+  ]
+  for (const [filename, exports] of entries) {
+    const m = new Module(filename, null)
+    m.filename = filename
+    m.paths = Module._nodeModulePaths(path.dirname(filename))
+    m.loaded = true
+    m.exports = exports
+    m[kState] = true
+    require.cache[filename] = m
+  }
+  s.status = 'patched'
+  return () => {
+    for (const [filename, exports] of entries) {
+      if (require.cache[filename]?.exports === exports) delete require.cache[filename]
+    }
+    if (s.status === 'patched') s.status = 'not-installed'
+  }
+}
+
+function kafkajsPatchStatus () {
+  return state().status
+}
+
+// install()'s module: the patch, its status in install().stats(), its undo.
+function applyKafkajsPatch () {
+  const undo = installKafkajsPatch()
+  return { value: { stats: () => ({ status: kafkajsPatchStatus() }) }, undo }
+}
+
+function turnOffKafkajsPatch () {
+  const s = state()
+  if (s.status === 'not-installed') s.status = 'off'
+}
+
+// wrapProducer() without install(): patched only if kafkajs's producer is not
+// loaded yet (it usually is: then the warning says how to fix it), unless
+// the operator turned the patch off (IO_HYGIENE_KAFKAJS=0).
+function ensureKafkajsPatch (env = process.env) {
+  const s = state()
+  if (s.status !== 'not-installed') return
+  const off = env.IO_HYGIENE_KAFKAJS
+  if (off === '0' || off === 'false') {
+    s.status = 'off'
+    return
+  }
+  installKafkajsPatch()
+}
+
+module.exports = { installKafkajsPatch, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, kUnwritten, KNOWN }

@@ -1,0 +1,175 @@
+'use strict'
+
+// Sends flow through a producer while a cluster's leaders move, then the topic
+// is read back and compared with what each send() said. Shared by
+// test/kafka-cluster.test.js and bench/kafka.js (the leader-move scenario).
+const crypto = require('node:crypto')
+const { setTimeout: sleep } = require('node:timers/promises')
+const { consumeAll } = require('./kafka-broker')
+
+const PARTITIONS = 6
+
+async function createTopic (kafka, prefix) {
+  const topic = `${prefix}-${crypto.randomUUID().slice(0, 8)}`
+  const admin = kafka.admin()
+  await admin.connect()
+  try {
+    // kafkajs's createTopics() then polls a node's metadata, and fails when
+    // the node has not heard of the topic yet (UNKNOWN_TOPIC_OR_PARTITION,
+    // which it does not retry): asked here instead until every partition
+    // has a leader (bounded).
+    await admin.createTopics({ topics: [{ topic, numPartitions: PARTITIONS, replicationFactor: 3 }] }).catch((error) => {
+      if (error.type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw error
+    })
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] })
+        if (topics[0].partitions.length === PARTITIONS && topics[0].partitions.every((p) => p.leader >= 0)) break
+      } catch (error) {
+        if (attempt >= 100) throw error
+      }
+      if (attempt >= 100) throw new Error(`topic ${topic} has no leaders after ${attempt} attempts`)
+      await sleep(100)
+    }
+  } finally {
+    await admin.disconnect()
+  }
+  return topic
+}
+
+// The node leading most of the topic's partitions.
+async function busiestLeader (kafka, cluster, topic) {
+  const admin = kafka.admin()
+  await admin.connect()
+  try {
+    const { topics } = await admin.fetchTopicMetadata({ topics: [topic] })
+    const count = new Map()
+    for (const p of topics[0].partitions) count.set(p.leader, (count.get(p.leader) ?? 0) + 1)
+    const [nodeId] = [...count].sort((a, b) => b[1] - a[1])[0]
+    return cluster.nodes.find((n) => n.nodeId === nodeId) ?? cluster.nodes[0]
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+// How leaders move: 'restart' (the busiest leader stopped and started),
+// 'rolling' (every node in turn), 'elect' (a node stopped and started, then
+// the preferred leaders elected back while sends flow).
+const MOVES = {
+  async restart (kafka, cluster, topic) {
+    await (await busiestLeader(kafka, cluster, topic)).restart()
+  },
+  async rolling (kafka, cluster, topic) {
+    const first = await busiestLeader(kafka, cluster, topic)
+    for (const node of [first, ...cluster.nodes.filter((n) => n !== first)]) await node.restart()
+  },
+  async elect (kafka, cluster, topic) {
+    await (await busiestLeader(kafka, cluster, topic)).restart()
+    await sleep(1000)
+    await cluster.electPreferredLeaders(topic)
+  },
+  // The issue's sequence: every node in turn, busiest leader first, then the
+  // preferred leaders elected back.
+  async 'rolling-elect' (kafka, cluster, topic) {
+    await MOVES.rolling(kafka, cluster, topic)
+    await sleep(1000)
+    await cluster.electPreferredLeaders(topic)
+  },
+}
+
+// Right after a move a node may still answer for leaders it lost
+// (NOT_LEADER_FOR_PARTITION to kafkajs's admin, which does not retry that):
+// read again, a bounded number of times.
+async function readBack (kafka, topic, count) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await consumeAll(kafka, topic, count, { timeoutMs: 60_000 })
+    } catch (error) {
+      if (attempt >= 10 || error.retriable !== true) throw error
+      await sleep(500)
+    }
+  }
+}
+
+// `producer` has kafkajs's send(); `callers` awaiting senders send one
+// message each at a time until `moveLeaders(topic)` is over and `after` more
+// went out (at most `max` in all). Returns the counts of the issue's table.
+// Paced (each caller waits `paceMs` between sends, about callers * 1000 /
+// paceMs messages a second), so that the stream lasts as long as the move.
+async function leaderMove ({ kafka, producer, moveLeaders, callers = 100, after = 2000, max = 100_000, paceMs = 100 }) {
+  const topic = await createTopic(kafka, 'move')
+  const resolved = new Set()
+  const rejected = new Map() // value -> error code or name
+  let next = 0
+  let endAt = max
+  const sender = async () => {
+    while (next < endAt) {
+      const n = next++
+      try {
+        await producer.send({ topic, messages: [{ key: `k${n % 97}`, value: String(n) }] })
+        resolved.add(n)
+      } catch (error) {
+        rejected.set(n, error.code ?? error.type ?? error.name)
+      }
+      if (paceMs > 0) await sleep(paceMs)
+    }
+  }
+  const senders = Promise.all(Array.from({ length: callers }, sender))
+  // Leaders move once the stream is running.
+  const warming = () => resolved.size < 1000 && next < endAt
+  while (warming()) await sleep(50)
+  const started = Date.now()
+  await moveLeaders(topic)
+  const moveMs = Date.now() - started
+  endAt = Math.min(max, next + after)
+  await senders
+  const sent = next
+
+  const consumed = await readBack(kafka, topic, resolved.size)
+  const seen = new Map() // value -> times
+  const perPartition = new Map()
+  for (const m of consumed) {
+    const n = Number(m.value)
+    seen.set(n, (seen.get(n) ?? 0) + 1)
+    let list = perPartition.get(m.partition)
+    if (list === undefined) perPartition.set(m.partition, (list = []))
+    list.push(m)
+  }
+  let duplicated = 0
+  for (const times of seen.values()) if (times > 1) duplicated += times - 1
+  // Call order per partition: each message's first copy after the previous
+  // one's (a key's messages go to one partition in call order).
+  let outOfOrder = 0
+  for (const list of perPartition.values()) {
+    list.sort((a, b) => a.offset - b.offset)
+    const first = new Set()
+    let last = -1
+    for (const m of list) {
+      const n = Number(m.value)
+      if (first.has(n)) continue
+      first.add(n)
+      if (n < last) outOfOrder++
+      last = Math.max(last, n)
+    }
+  }
+  let ackedNotInTopic = 0
+  for (const n of resolved) if (!seen.has(n)) ackedNotInTopic++
+  let lost = 0
+  for (let n = 0; n < sent; n++) if (!seen.has(n) && !rejected.has(n)) lost++
+  let rejectedWritten = 0
+  for (const n of rejected.keys()) if (seen.has(n)) rejectedWritten++
+  return {
+    moveMs,
+    sent,
+    resolved: resolved.size,
+    rejected: rejected.size,
+    rejectedWritten,
+    rejectedBy: [...new Set(rejected.values())],
+    lost,
+    duplicated,
+    outOfOrder,
+    ackedNotInTopic,
+  }
+}
+
+module.exports = { leaderMove, createTopic, MOVES, PARTITIONS }

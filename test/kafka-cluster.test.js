@@ -1,0 +1,91 @@
+'use strict'
+
+// wrapProducer() on a three-node KRaft cluster while leaders move: a node
+// restarted, a rolling restart of all three, a preferred-leader election;
+// with the default and the idempotent producer, kafkajs patched
+// (lib/kafkajs-patch.js) and not. Every JVM costs seconds of a shared CPU, so
+// this file runs only with IO_HYGIENE_TEST_KAFKA_CLUSTER=1 (CI sets it on one
+// Node line) and starts its cluster once.
+const t = require('tap')
+const path = require('node:path')
+const { fork } = require('node:child_process')
+const enabled = process.env.IO_HYGIENE_TEST_KAFKA_CLUSTER === '1'
+const skip = enabled ? false : 'set IO_HYGIENE_TEST_KAFKA_CLUSTER=1 to run the three-broker cluster tests'
+// Seven leader moves of up to a minute each, past tap's 180 s for a file.
+if (enabled) t.setTimeout(540_000)
+
+// Before kafkajs loads, as install() would.
+const { installKafkajsPatch, kafkajsPatchStatus } = require('../lib/kafkajs-patch')
+const undoPatch = installKafkajsPatch()
+t.teardown(undoPatch)
+const { Kafka, logLevel } = require('kafkajs')
+const { startKafkaCluster } = require('./helpers/kafka-broker')
+const { leaderMove, MOVES } = require('./helpers/leader-move')
+const { wrapProducer } = require('../lib/kafka')
+
+let cluster = null
+t.before(async () => {
+  if (enabled) cluster = await startKafkaCluster()
+})
+t.teardown(() => cluster?.close())
+
+// As the README recommends: kafkajs's backoff capped at 2 s.
+function client () {
+  return new Kafka({ clientId: 'io-hygiene-cluster', brokers: cluster.brokers, logLevel: logLevel.NOTHING, retry: { maxRetryTime: 2000 } })
+}
+
+for (const move of ['restart', 'rolling', 'elect']) {
+  for (const idempotent of [false, true]) {
+    const name = `${idempotent ? 'idempotent' : 'default'} producer, leaders moved by ${move}: every resolved send is in the topic${idempotent ? ' exactly once, in call order' : ''}`
+    t.test(name, { skip }, async (t) => {
+      t.equal(kafkajsPatchStatus(), 'patched', 'kafkajs runs with the corrected grouping and retry')
+      const kafka = client()
+      const raw = kafka.producer({ idempotent })
+      await raw.connect()
+      const producer = wrapProducer(raw)
+      t.teardown(() => producer.disconnect())
+      const r = await leaderMove({ kafka, producer, moveLeaders: (topic) => MOVES[move](kafka, cluster, topic) })
+      t.comment(JSON.stringify(r))
+      t.equal(r.ackedNotInTopic, 0, 'no send resolved that is not in the topic')
+      t.equal(r.lost, 0, 'nothing missing that was not rejected')
+      // Nothing here is one a caller must see: every error is transient.
+      t.equal(r.rejected, 0, 'no send rejected before deliveryTimeoutMs')
+      if (idempotent) {
+        t.equal(r.duplicated, 0, 'no duplicate')
+        t.equal(r.outOfOrder, 0, 'call order kept in every partition')
+      }
+      const stats = producer.stats()
+      t.equal(stats.queued + stats.inFlight + stats.waiting, 0, 'nothing left pending')
+    })
+  }
+}
+
+// The patch off (IO_HYGIENE_KAFKAJS=0), in a child process that loads kafkajs
+// as it ships, while this process restarts the busiest leader when the child
+// asks: io-hygiene's own promises still hold (each send settles), whatever
+// kafkajs acknowledges; the counts are in the test's comments.
+t.test('kafkajs not patched (IO_HYGIENE_KAFKAJS=0): every send settles, and stats() says so', { skip }, async (t) => {
+  const kafka = client()
+  const child = fork(path.join(__dirname, 'fixtures', 'leader-move-unpatched.js'), [JSON.stringify(cluster.brokers)], {
+    env: { ...process.env, IO_HYGIENE_KAFKAJS: '0' },
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+  })
+  let stderr = ''
+  child.stderr.on('data', (chunk) => { stderr += chunk })
+  const timer = setTimeout(() => child.kill('SIGKILL'), 240_000)
+  t.teardown(() => { clearTimeout(timer); child.kill('SIGKILL') })
+  const out = await new Promise((resolve, reject) => {
+    child.on('message', async (message) => {
+      if (message.move) {
+        await MOVES.restart(kafka, cluster, message.move)
+        child.send({ moved: true })
+      } else {
+        resolve(message.result)
+      }
+    })
+    child.once('exit', (code) => reject(new Error(`the child exited with ${code}: ${stderr}`)))
+  })
+  t.comment(JSON.stringify(out))
+  t.equal(out.status, 'off', 'stats().kafkajsPatch is "off"')
+  t.equal(out.resolved + out.rejected, out.sent, 'every send settled')
+})

@@ -1,0 +1,267 @@
+'use strict'
+
+// The corrected produce retry (lib/kafkajs-patch.js) against kafkajs's own,
+// on kafkajs's real retrier and response parsing with a scripted cluster: a
+// leader that moves to a broker that already answered, a request still in
+// flight when another fails, a broker that lost the producer's sequence
+// state. The same on a real cluster: kafka-cluster.test.js.
+const t = require('tap')
+const path = require('node:path')
+const { createSendMessagesFactory, kUnwritten } = require('../lib/kafkajs-patch')
+
+const dir = path.dirname(require.resolve('kafkajs'))
+const original = require(path.join(dir, 'src/producer/sendMessages.js'))
+const createRetry = require(path.join(dir, 'src/retry'))
+const { createErrorFromCode } = require(path.join(dir, 'src/protocol/error'))
+const ours = createSendMessagesFactory(dir)
+
+const NOT_LEADER = 6
+const OUT_OF_ORDER = 45
+const MESSAGE_TOO_LARGE = 10
+
+// A cluster of brokers 1..3 whose leaders are `leaders[partition]`. Each
+// broker answers produce() through `script(broker, request, call)`, which may
+// throw a protocol error, or return the partitions to answer for (all by
+// default); `onRefresh` runs on a metadata refresh (where a move shows).
+function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, idempotent = false, transactional = false }) {
+  const log = [] // [nodeId, partition, firstSequence, messages]
+  const inFlight = new Map()
+  let maxInFlight = 0
+  const brokers = new Map([1, 2, 3].map((nodeId) => [nodeId, {
+    nodeId,
+    calls: 0,
+    async produce (request) {
+      const call = ++this.calls
+      inFlight.set(nodeId, (inFlight.get(nodeId) ?? 0) + 1)
+      maxInFlight = Math.max(maxInFlight, [...inFlight.values()].reduce((a, b) => a + b, 0))
+      try {
+        await new Promise((resolve) => setImmediate(resolve))
+        const answer = await script(this, request, call)
+        for (const { partitions } of request.topicData) {
+          for (const p of partitions) log.push([nodeId, p.partition, p.firstSequence, p.messages.map((m) => m.value)])
+        }
+        return {
+          topics: request.topicData.map(({ topic, partitions }) => ({
+            topicName: topic,
+            partitions: partitions.filter((p) => answer === undefined || answer.includes(p.partition))
+              .map((p) => ({ partition: p.partition, errorCode: 0, baseOffset: '0', logAppendTime: '-1', logStartOffset: '0' })),
+          })),
+        }
+      } finally {
+        inFlight.set(nodeId, inFlight.get(nodeId) - 1)
+      }
+    },
+  }]))
+  const cluster = {
+    targetTopics: new Set(),
+    refreshes: 0,
+    connected: true,
+    async addMultipleTargetTopics () {},
+    async refreshMetadataIfNecessary () {},
+    async refreshMetadata () {
+      this.refreshes++
+      onRefresh(leaders)
+    },
+    findTopicPartitionMetadata: () => leaders.map((leader, partitionId) => ({ partitionId, leader })),
+    findLeaderForPartitions (topic, partitions) {
+      const out = {}
+      for (const p of partitions) (out[leaders[Number(p)]] ??= []).push(Number(p))
+      return out
+    },
+    findBroker: async ({ nodeId }) => brokers.get(Number(nodeId)),
+    isConnected () { return this.connected },
+    async connect () { this.connected = true },
+    removeBroker () {},
+  }
+  let sequences = {}
+  const eos = {
+    initProducerIds: 0,
+    added: [],
+    isTransactional: () => transactional,
+    async addPartitionsToTransaction (topicData) { this.added.push(topicData.map(({ topic, partitions }) => [topic, partitions.map((p) => p.partition)])) },
+    isInitialized: () => idempotent,
+    getProducerId: () => idempotent ? 7 : -1,
+    getProducerEpoch: () => 0,
+    getTransactionalId: () => 'tx',
+    getSequence: (topic, partition) => sequences[`${topic}:${partition}`] ?? 0,
+    updateSequence (topic, partition, n) {
+      if (idempotent) sequences[`${topic}:${partition}`] = this.getSequence(topic, partition) + n
+    },
+    async acquireBrokerLock () {},
+    async releaseBrokerLock () {},
+    async initProducerId () {
+      this.initProducerIds++
+      sequences = {}
+    },
+  }
+  const logger = { debug () {}, info () {}, warn () {}, error () {} }
+  const make = (factory, retry = { retries: 5 }) => factory({
+    logger,
+    cluster,
+    eosManager: eos,
+    partitioner: ({ message }) => Number(message.key),
+    retrier: createRetry({ initialRetryTime: 1, maxRetryTime: 5, factor: 0, multiplier: 1, ...retry }),
+  })
+  return { make, log, cluster, eos, brokers, maxInFlight: () => maxInFlight }
+}
+
+const request = (partitions = [0, 1], acks = -1) => ({
+  acks,
+  topicMessages: [{ topic: 't', messages: partitions.flatMap((p) => [{ key: String(p), value: `${p}a` }, { key: String(p), value: `${p}b` }]) }],
+})
+const covered = (result) => result.map((e) => e.partition).sort()
+
+t.test('a partition whose leader moved to a broker that already answered is sent again, not acknowledged unwritten', async (t) => {
+  // Partition 1's leader, broker 2, says it no longer leads: it moved to
+  // broker 1, which had answered for partition 0.
+  const setup = () => scripted({
+    leaders: [1, 2],
+    script: (broker, _, call) => {
+      if (broker.nodeId === 2 && call === 1) throw createErrorFromCode(NOT_LEADER)
+    },
+    onRefresh: (leaders) => { leaders[1] = 1 },
+  })
+  const theirs = setup()
+  const acked = await theirs.make(original)(request())
+  t.same(covered(acked), [0], 'kafkajs 2.2.4 resolves without partition 1 (tulios/kafkajs#1798)')
+  t.notOk(theirs.log.some(([, p]) => p === 1), 'and never wrote it')
+
+  const fixed = setup()
+  const result = await fixed.make(ours)(request())
+  t.same(covered(result), [0, 1], 'the result covers every partition')
+  t.same(fixed.log.map(([node, p, , values]) => [node, p, values]), [[1, 0, ['0a', '0b']], [1, 1, ['1a', '1b']]], 'each written once, partition 1 by its new leader')
+})
+
+t.test('a retry waits for every request of the attempt: nothing is sent twice while in flight', async (t) => {
+  // Broker 1 answers late; broker 2 fails at once.
+  const setup = () => scripted({
+    leaders: [1, 2],
+    script: async (broker, _, call) => {
+      if (broker.nodeId === 1 && call === 1) await new Promise((resolve) => setTimeout(resolve, 50))
+      if (broker.nodeId === 2 && call === 1) throw createErrorFromCode(NOT_LEADER)
+    },
+  })
+  const theirs = setup()
+  await theirs.make(original)(request())
+  // Its first request to broker 1 is still in flight when the call resolves.
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(theirs.log.filter(([, p]) => p === 0).length, 2, 'kafkajs 2.2.4 writes partition 0 twice')
+  const fixed = setup()
+  const result = await fixed.make(ours)(request())
+  t.same(covered(result), [0, 1])
+  t.equal(fixed.log.filter(([, p]) => p === 0).length, 1, 'partition 0 written once')
+})
+
+t.test('partitions are assigned once: a retry sends each message to the same partition', async (t) => {
+  let counter = 0
+  const s = scripted({
+    leaders: [1, 2],
+    script: (broker, _, call) => {
+      if (broker.nodeId === 2 && call === 1) throw createErrorFromCode(NOT_LEADER)
+    },
+  })
+  // A round robin, as kafkajs's for keyless messages.
+  const send = ours({
+    logger: { debug () {}, error () {}, warn () {} },
+    cluster: s.cluster,
+    eosManager: s.eos,
+    partitioner: () => counter++ % 2,
+    retrier: createRetry({ initialRetryTime: 1, maxRetryTime: 5, retries: 3 }),
+  })
+  await send({ acks: -1, topicMessages: [{ topic: 't', messages: ['a', 'b', 'c', 'd'].map((value) => ({ value })) }] })
+  t.same(s.log.map(([, p, , values]) => [p, values]), [[0, ['a', 'c']], [1, ['b', 'd']]], 'b and d kept partition 1')
+})
+
+t.test('an idempotent producer whose sequence state broke gets a fresh producer id and goes on', async (t) => {
+  for (const code of [OUT_OF_ORDER, 59]) {
+    const s = scripted({
+      idempotent: true,
+      leaders: [1, 2],
+      script: (broker, _, call) => {
+        if (broker.nodeId === 2 && call === 1) throw createErrorFromCode(code)
+      },
+    })
+    const result = await s.make(ours)(request())
+    t.same(covered(result), [0, 1], `error ${code}: every partition written`)
+    t.equal(s.eos.initProducerIds, 1, 'one fresh producer id')
+    t.same(s.log.find(([node]) => node === 2).slice(2, 3), [0], 'sequence numbers start again at 0')
+  }
+})
+
+t.test('a response that does not cover a partition of its request: that partition is sent again', async (t) => {
+  const s = scripted({ leaders: [1, 1], script: (broker, _, call) => call === 1 ? [1] : undefined })
+  const result = await s.make(ours)(request())
+  t.same(covered(result), [0, 1])
+  t.same(s.log.map(([, p]) => p), [0, 1, 0], 'partition 0 once more')
+})
+
+t.test('giving up: the error says which messages were not acknowledged, and their partitions', async (t) => {
+  const s = scripted({ leaders: [1, 2], script: (broker) => { if (broker.nodeId === 2) throw createErrorFromCode(NOT_LEADER) } })
+  const req = request()
+  const error = await s.make(ours, { retries: 2 })(req).catch((e) => e)
+  t.equal(error.name, 'KafkaJSNumberOfRetriesExceeded')
+  const { unwritten, entries } = error[kUnwritten]
+  t.same([...unwritten].map(([m, p]) => [m.value, p]), [['1a', 1], ['1b', 1]])
+  t.same(entries.map((e) => e.partition), [0], 'what was written')
+  t.equal(s.cluster.refreshes, 3, 'metadata refreshed after each failed attempt')
+})
+
+t.test('an error a caller must see is not retried', async (t) => {
+  const s = scripted({ leaders: [1, 2], script: (broker) => { if (broker.nodeId === 2) throw createErrorFromCode(MESSAGE_TOO_LARGE) } })
+  const error = await s.make(ours)(request()).catch((e) => e)
+  t.equal(error.type, 'MESSAGE_TOO_LARGE')
+  t.equal(s.brokers.get(2).calls, 1, 'sent once')
+  t.ok(error[kUnwritten].unwritten.size === 2)
+})
+
+t.test('acks=0: done when sent, no results', async (t) => {
+  const s = scripted({ leaders: [1, 2] })
+  t.same(await s.make(ours)(request([0, 1], 0)), [])
+  t.equal(s.log.length, 2)
+})
+
+t.test('no metadata yet, a disconnected cluster, a closed connection: retried as kafkajs does', async (t) => {
+  const s = scripted({ leaders: [1, 2] })
+  let calls = 0
+  const find = s.cluster.findTopicPartitionMetadata
+  s.cluster.findTopicPartitionMetadata = (topic) => ++calls === 1 ? [] : find(topic)
+  t.same(covered(await s.make(ours)(request())), [0, 1], 'after KafkaJSMetadataNotLoaded')
+
+  const d = scripted({
+    leaders: [1, 2],
+    script: (broker, _, call) => {
+      if (broker.nodeId === 1 && call === 1) {
+        d.cluster.connected = false
+        throw Object.assign(new Error('closed'), { name: 'KafkaJSConnectionClosedError', retriable: true, host: '127.0.0.1', port: 1 })
+      }
+    },
+  })
+  let removed = 0
+  d.cluster.removeBroker = () => { removed++ }
+  t.same(covered(await d.make(ours)(request())), [0, 1], 'after a reconnect')
+  t.equal(removed, 1, 'the closed broker removed')
+  t.ok(d.cluster.connected)
+
+  const r = scripted({
+    leaders: [1, 2],
+    script: (broker, _, call) => {
+      if (call === 1) throw Object.assign(new Error('odd'), { retriable: true })
+    },
+  })
+  t.same(covered(await r.make(ours)(request())), [0, 1], 'any retriable error')
+})
+
+t.test('in a transaction: partitions added to it before they are written; a broken sequence is the caller\'s to see', async (t) => {
+  const s = scripted({ leaders: [1, 2], transactional: true, idempotent: true })
+  t.same(covered(await s.make(ours)(request())), [0, 1])
+  t.same(s.eos.added.sort(), [[['t', [0]]], [['t', [1]]]])
+  const broken = scripted({
+    leaders: [1, 2],
+    transactional: true,
+    idempotent: true,
+    script: (broker) => { if (broker.nodeId === 2) throw createErrorFromCode(OUT_OF_ORDER) },
+  })
+  const error = await broken.make(ours)(request()).catch((e) => e)
+  t.equal(error.type, 'OUT_OF_ORDER_SEQUENCE_NUMBER', 'no fresh producer id: that would abandon the transaction')
+  t.equal(broken.eos.initProducerIds, 0)
+})
