@@ -124,17 +124,21 @@ function render (results, info = machine()) {
   return lines.join('\n').replace(/\n+$/, '\n')
 }
 
-module.exports = { render, parseRun, machine }
-
-if (require.main === module) {
-  // node bench/markdown.js [RUN.jsonl ...] [--out FILE]: stdin when no file.
-  const args = process.argv.slice(2)
+// node bench/markdown.js [RUN.jsonl ...] [--out FILE]: stdin when no file.
+// Returns the page; writes it to FILE, or to stdout without --out.
+function cli (args, stdin = () => fs.readFileSync(0, 'utf8'), stdout = (text) => process.stdout.write(text)) {
   const outAt = args.indexOf('--out')
   const out = outAt === -1 ? null : args[outAt + 1]
   const inputs = outAt === -1 ? args : args.filter((_, i) => i !== outAt && i !== outAt + 1)
-  const text = inputs.length === 0 ? fs.readFileSync(0, 'utf8') : inputs.map((f) => fs.readFileSync(f, 'utf8')).join('\n')
+  const text = inputs.length === 0 ? stdin() : inputs.map((f) => fs.readFileSync(f, 'utf8')).join('\n')
   const { results, info } = parseRun(text)
   const page = render(results, info ?? machine())
   if (out) fs.writeFileSync(out, page)
-  else process.stdout.write(page)
+  else stdout(page)
+  return page
 }
+
+module.exports = { render, parseRun, machine, cli }
+
+/* c8 ignore next - the two lines a command runs; cli() itself is tested in-process */
+if (require.main === module) cli(process.argv.slice(2))

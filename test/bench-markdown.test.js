@@ -6,7 +6,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { render, parseRun, machine } = require('../bench/markdown')
+const { render, parseRun, machine, cli } = require('../bench/markdown')
 
 const fixture = path.join(__dirname, 'fixtures', 'bench-run.jsonl')
 const saved = fs.readFileSync(fixture, 'utf8')
@@ -52,14 +52,19 @@ t.test('the command line writes the same page from a saved run', async (t) => {
   const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'io-hygiene-md-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const out = path.join(dir, 'results.md')
-  const cli = spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'markdown.js'), fixture, '--out', out], { encoding: 'utf8' })
-  t.equal(cli.status, 0, cli.stderr)
+  const command = spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'markdown.js'), fixture, '--out', out], { encoding: 'utf8' })
+  t.equal(command.status, 0, command.stderr)
   const { results, info } = parseRun(saved)
   t.equal(fs.readFileSync(out, 'utf8'), render(results, info))
   const piped = spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'markdown.js')], { input: saved, encoding: 'utf8' })
   t.equal(piped.stdout, render(results, info), 'from stdin too')
-  const bare = spawnSync(process.execPath, [path.join(__dirname, '..', 'bench', 'markdown.js')], { input: '{"bench":"batch"}\n', encoding: 'utf8' })
-  t.match(bare.stdout, new RegExp(`\\| Node \\| ${process.version} \\|[\\s\\S]*## batch\\n`), 'without a saved machine: this one')
+  // The same, in this process, so that coverage sees it on every Node line.
+  const written = []
+  t.equal(cli([fixture, '--out', out]), render(results, info))
+  t.equal(cli([], () => saved, (text) => written.push(text)), render(results, info))
+  t.same(written, [render(results, info)], 'to stdout without --out')
+  const bare = cli([], () => '{"bench":"batch"}\n', () => {})
+  t.match(bare, new RegExp(`\\| Node \\| ${process.version} \\|[\\s\\S]*## batch\\n`), 'without a saved machine: this one')
 })
 
 t.test('npm run bench refuses --markdown without a file', async (t) => {
