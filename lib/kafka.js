@@ -1,9 +1,9 @@
 'use strict'
 
 const { createBatcher } = require('./batch')
-const { onShutdown, offShutdown } = require('./shutdown')
-const { integer, timerMs, oneOf, boolean, resolve } = require('./options')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED } = require('./errors')
+const { onShutdown, offShutdown } = require('./core/shutdown')
+const { integer, timerMs, oneOf, boolean, resolve } = require('./core/options')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED } = require('./core/errors')
 
 // Defaults, and why, are in the README's kafka table; a test keeps the two equal.
 const spec = {
@@ -40,7 +40,7 @@ const spec = {
   maxRetryBackoffMs: { default: 1_000, check: timerMs(0) },
   // Kubernetes stops a pod with SIGTERM: drain (send what is queued, wait
   // for its acknowledgements, disconnect) before the signal does what it
-  // would have done (lib/shutdown.js), so nothing queued is lost.
+  // would have done (lib/core/shutdown.js), so nothing queued is lost.
   flushOnSignals: { default: true, check: boolean() },
   // Bounds that drain, inside Kubernetes' default 30 s grace period.
   shutdownTimeoutMs: { default: 10_000, check: timerMs(1) },

@@ -6,7 +6,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { setTimeout: sleep } = require('node:timers/promises')
 const { createBatcher, spec, FLUSH_LATENCY_BUCKETS_MS } = require('../lib/batch')
-const { codes } = require('../lib/errors')
+const { codes } = require('../lib/core/errors')
 
 // A real sink holds a socket that keeps the process up while it works; the
 // batcher's own timer is unref'd. Fake sinks hold nothing, so this stands in.

@@ -3,9 +3,9 @@
 // The pieces of lib/http that need no server.
 const t = require('tap')
 const { Readable } = require('node:stream')
-const { isReplayable, isIterable, readBody, headerValue, headerList } = require('../lib/http/body')
-const { RetryBudget } = require('../lib/http/budget')
-const { OriginSockets, MIN_LEARNED_MS, RETIRE_FRACTION } = require('../lib/http/idle')
+const { isReplayable, isIterable, readBody, headerValue, headerList } = require('../lib/http/replayable-body')
+const { RetryBudget } = require('../lib/http/retry-budget')
+const { OriginSockets, MIN_LEARNED_MS, RETIRE_FRACTION } = require('../lib/http/origin-sockets')
 
 t.test('headerValue reads every header form undici accepts', async (t) => {
   t.equal(headerValue(null, 'idempotency-key'), undefined)

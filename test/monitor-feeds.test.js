@@ -6,7 +6,7 @@
 // reads what its own work added (since()).
 const t = require('tap')
 const { cacheWithServer, eventually, untilStale } = require('./helpers/dns-cache')
-const { series } = require('../lib/monitor/registry')
+const { series } = require('../lib/metrics/registry')
 
 // What each series of `kind` recorded since `before` (a snapshot()).
 function snapshot () {

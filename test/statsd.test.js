@@ -512,9 +512,9 @@ t.test('close() has a deadline: sends stuck on DNS fail, and close() still resol
 })
 
 t.test('on a signal the client closes within shutdownTimeoutMs, not closeTimeoutMs', async (t) => {
-  // The hooks lib/shutdown.js calls on SIGTERM/SIGINT and beforeExit, taken
+  // The hooks lib/core/shutdown.js calls on SIGTERM/SIGINT and beforeExit, taken
   // from a fresh copy of the module (the signal itself is tested in children).
-  const shutdown = require('../lib/shutdown')
+  const shutdown = require('../lib/core/shutdown')
   const onShutdown = shutdown.onShutdown
   const hooks = []
   shutdown.onShutdown = (owner, h) => hooks.push(h)

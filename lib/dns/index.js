@@ -7,9 +7,9 @@
 const dns = require('node:dns')
 const { syncBuiltinESMExports } = require('node:module')
 const { DnsCache, ordered, resultOrder, copyError } = require('./cache')
-const { integer, timerMs, stringArray, nullable, string, resolve } = require('../options')
+const { integer, timerMs, stringArray, nullable, string, resolve } = require('../core/options')
 // The error classes load with the first refusal: valid options never need them.
-const errors = () => require('../errors')
+const errors = () => require('../core/errors')
 
 function servers () {
   const check = stringArray()

@@ -1,7 +1,7 @@
 'use strict'
 
 // createHttpSink({ url, ... }): events POSTed to an HTTP endpoint in batches,
-// on the core batcher (lib/batch.js), through undici's request() and so the
+// on the core batcher (lib/batch/), through undici's request() and so the
 // global dispatcher (io-hygiene's when installed, with the DNS cache under it).
 //
 //   push(record) -> Promise<void>: resolves when a request carrying the
@@ -20,8 +20,8 @@
 const zlib = require('node:zlib')
 const { promisify } = require('node:util')
 const { createBatcher, checkLimits } = require('../batch')
-const { parseRetryAfter } = require('./body')
-const { integer, timerMs, boolean, oneOf, string, nullable, resolve } = require('../options')
+const { parseRetryAfter } = require('./replayable-body')
+const { integer, timerMs, boolean, oneOf, string, nullable, resolve } = require('../core/options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_INVALID_ARGUMENT,
@@ -30,7 +30,7 @@ const {
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
   ERR_IO_HYGIENE_HTTP_STATUS,
   redactUrl,
-} = require('../errors')
+} = require('../core/errors')
 
 const gzip = promisify(zlib.gzip)
 const where = 'createHttpSink()'

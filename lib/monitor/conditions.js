@@ -1,8 +1,8 @@
 'use strict'
 
-const { ERR_IO_HYGIENE_INVALID_CONDITION } = require('../errors')
-const { own, MAX_TIMER_MS } = require('../options')
-const { distance } = require('../distance')
+const { ERR_IO_HYGIENE_INVALID_CONDITION } = require('../core/errors')
+const { own, MAX_TIMER_MS } = require('../core/options')
+const { distance } = require('../core/distance')
 
 // The numbers of a sample a condition can name; any other name in CamelCase
 // is a libuv resource type (GetAddrInfoReqWrap, TCPSocketWrap, Timeout).

@@ -1,7 +1,7 @@
 'use strict'
 
 const { monitorEventLoopDelay, performance, PerformanceObserver } = require('node:perf_hooks')
-const { series } = require('./registry')
+const { series } = require('../metrics/registry')
 
 // libuv requests as process.getActiveResourcesInfo() names them
 // (GetAddrInfoReqWrap, FSReqCallback, FSReqPromise, WriteWrap,

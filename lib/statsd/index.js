@@ -1,9 +1,9 @@
 'use strict'
 
 const { isIP } = require('node:net')
-const { channels } = require('./diagnostics')
-const { onShutdown, offShutdown } = require('./shutdown')
-const { integer, timerMs, boolean, object, func, string, oneOf, nullable, resolve, defaultsOf } = require('./options')
+const { channels } = require('../core/diagnostics')
+const { onShutdown, offShutdown } = require('../core/shutdown')
+const { integer, timerMs, boolean, object, func, string, oneOf, nullable, resolve, defaultsOf } = require('../core/options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_OPTION_RANGE,
@@ -12,7 +12,7 @@ const {
   ERR_IO_HYGIENE_MISSING_PEER,
   ERR_IO_HYGIENE_TIMEOUT,
   ERR_IO_HYGIENE_CLOSED,
-} = require('./errors')
+} = require('../core/errors')
 
 // Marks a client we configured (createStatsd) or decorated (wrapStatsd), so a
 // second wrap, or a second copy of io-hygiene, leaves it alone.
@@ -322,7 +322,7 @@ class ClientState {
     Object.defineProperty(client, 'stats', { value: this.stats, writable: true, configurable: true })
     if (flushOnExit) track(this)
     // On SIGTERM/SIGINT: close (flushing) within shutdownTimeoutMs, then the
-    // signal does what it would have done without us (lib/shutdown.js).
+    // signal does what it would have done without us (core/shutdown.js).
     if (flushOnSignals) {
       onShutdown(this, {
         close: () => this.#closeWithin(this.#shutdownTimeoutMs),
@@ -473,7 +473,7 @@ class HostLookup {
     // every datagram to getaddrinfo, so use a private cache from there on.
     if (this.#cache === null || this.#cache.closed === true) {
       // One host: a small LRU (lru-cache allocates maxEntries slots up front).
-      this.#cache = this.#owned = require('./dns').createDnsCache({ maxEntries: 16 })
+      this.#cache = this.#owned = require('../dns').createDnsCache({ maxEntries: 16 })
     }
     return this.#cache
   }
@@ -520,7 +520,7 @@ class HostLookup {
 }
 
 function currentInstalledCache () {
-  return require('./install').installed()?.dns ?? null
+  return require('../install').installed()?.dns ?? null
 }
 
 // A hot-shots client configured for production; see the README's statsd

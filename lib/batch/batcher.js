@@ -60,10 +60,10 @@
 // or close()), so a script does not exit with a push unsettled; a linger
 // alone is background work and leaves it unref'd (flushOnSignals sends what
 // lingers when the loop runs dry). flush() and close() deadlines are ref'd.
-const { channels } = require('./diagnostics')
-const { histogram } = require('./monitor/registry')
-const { onShutdown, offShutdown } = require('./shutdown')
-const { integer, timerMs, boolean, oneOf, func, string, nullable, resolve } = require('./options')
+const { channels } = require('../core/diagnostics')
+const { histogram } = require('../metrics/registry')
+const { onShutdown, offShutdown } = require('../core/shutdown')
+const { integer, timerMs, boolean, oneOf, func, string, nullable, resolve } = require('../core/options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_CONFLICTING_OPTIONS,
@@ -74,7 +74,7 @@ const {
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
   ERR_IO_HYGIENE_ITEM_TOO_LARGE,
   ERR_IO_HYGIENE_INVALID_RESULT,
-} = require('./errors')
+} = require('../core/errors')
 
 // Upper bounds (ms) of the flush latency histogram; the last bucket is open.
 const FLUSH_LATENCY_BUCKETS_MS = Object.freeze([1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, Infinity])
