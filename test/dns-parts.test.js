@@ -13,7 +13,7 @@ const { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, parseServer
 const { startDnsServer } = require('./helpers/dns-server')
 const { bindUdp } = require('./helpers/udp')
 const packet = require('dns-packet')
-const { wrap, originalOf } = require('../lib/dns')
+const { wrap, originalOf } = require('../lib/core/patch')
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-hosts-'))
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }))

@@ -9,6 +9,7 @@ const ioHygiene = require('..')
 const { modules, ALREADY_INSTALLED } = require('../lib/install')
 const { integer, oneOf, func, nullable } = require('../lib/core/options')
 const { optionsFromEnv, envName, knownVariables, distance } = require('../lib/env')
+const { currentCache } = require('../lib/dns')
 
 const originalLookup = dns.lookup
 const originalPromise = dns.promises.lookup
@@ -101,8 +102,19 @@ t.test('bad options throw before anything is touched', async (t) => {
 
 t.test('dns: false installs nothing', async (t) => {
   const handle = ioHygiene.install({ dns: false })
+  t.teardown(() => handle.uninstall())
   t.equal(handle.dns, null)
   t.equal(dns.lookup, originalLookup)
+  t.equal(currentCache(), null, 'no cache serves dns.lookup')
+})
+
+// statsd and the monitor ask the dns feature, not install.js, which cache answers now.
+t.test('currentCache() is the installed cache only while it is installed', async (t) => {
+  t.equal(currentCache(), null, 'before install()')
+  const handle = ioHygiene.install()
+  t.equal(currentCache(), handle.dns, 'after install()')
+  handle.uninstall()
+  t.equal(currentCache(), null, 'after uninstall()')
 })
 
 t.test('someone patching after us keeps their wrapper; ours then passes through', async (t) => {
@@ -148,7 +160,7 @@ t.test('a second copy of io-hygiene sees the first one', async (t) => {
   for (const [k, v] of saved) require.cache[k] = v
   t.not(second, ioHygiene, 'a separate copy')
   t.equal(second.installed(), first, 'it finds the installed handle')
-  const { originalOf } = require('../lib/dns')
+  const { originalOf } = require('../lib/core/patch')
   t.equal(originalOf(dns.lookup), originalLookup)
 })
 

@@ -10,6 +10,7 @@ const { DnsCache, ordered, resultOrder, copyError } = require('./cache')
 const { integer, timerMs, stringArray, nullable, string, resolve } = require('../core/options')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('../core/errors')
+const { wrap, originalOf } = require('../core/patch')
 
 function servers () {
   const check = stringArray()
@@ -233,36 +234,6 @@ function copyOwnSymbols (from, to) {
   }
 }
 
-// Wrap a property of an object we do not own. The returned undo() restores the
-// original only while the property still holds our wrapper: if someone patched
-// it after us, undoing would silently drop their wrapper too.
-//
-// Wrappers are remembered in a WeakMap shared through globalThis (so a second
-// copy of io-hygiene finds the first's), not in a property: a patched function
-// must look like the original, down to its own symbols.
-const kOriginals = Symbol.for('io-hygiene.originals.v1')
-const originals = globalThis[kOriginals] ??= new WeakMap()
-
-function wrap (target, name, makeWrapper) {
-  const original = target[name]
-  const wrapper = makeWrapper(original)
-  originals.set(wrapper, original)
-  target[name] = wrapper
-  let undone = false
-  return function undo () {
-    if (undone) return true
-    if (target[name] !== wrapper) return false
-    target[name] = original
-    undone = true
-    return true
-  }
-}
-
-function originalOf (fn) {
-  while (originals.has(fn)) fn = originals.get(fn)
-  return fn
-}
-
 // The cache asks whatever dns.lookup is when it is made (past any io-hygiene
 // wrapper, so never itself; a second copy of io-hygiene recognises the
 // first's), another library's wrapper included. lookupAsync is made on first
@@ -280,13 +251,24 @@ function build (resolved) {
   })
 }
 
+// The cache dns.lookup answers from now, if io-hygiene's: set by installDns(),
+// cleared by its undo(). On globalThis, so that a second loaded copy sees it.
+const kServing = Symbol.for('io-hygiene.dns.serving.v1')
+
+function currentCache () {
+  const cache = globalThis[kServing]
+  return cache === undefined || cache.closed === true ? null : cache
+}
+
 // Replaces dns.lookup and dns.promises.lookup; returns { value, undo }.
 function installDns (resolved) {
   const cache = build(resolved)
   const undoLookup = wrap(dns, 'lookup', () => cache.lookup)
   const undoPromise = wrap(dns.promises, 'lookup', () => cache.lookupAsync)
   syncBuiltinESMExports()
+  globalThis[kServing] = cache
   function undo () {
+    if (globalThis[kServing] === cache) delete globalThis[kServing]
     // A closed cache passes every call to the original, so a wrapper that
     // someone else still holds behaves as if we were gone.
     cache.close()
@@ -298,4 +280,4 @@ function installDns (resolved) {
   return { value: cache, undo }
 }
 
-module.exports = { spec, check, createDnsCache, installDns, wrap, originalOf }
+module.exports = { spec, check, createDnsCache, installDns, currentCache }

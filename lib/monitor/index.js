@@ -74,7 +74,7 @@ const ALERT_WARNING = 'IO_HYGIENE_MONITOR_ALERT'
 // Request types io-hygiene removes, and what to turn on.
 function fixFor (type) {
   if (type !== 'GetAddrInfoReqWrap') return null
-  const dns = require('../install').installed()?.dns
+  const dns = require('../dns').currentCache()
   if (!dns) {
     return 'io-hygiene\'s dns module is off: install({ dns: true }) (or node -r io-hygiene/register) answers dns.lookup ' +
       'from a TTL cache, one getaddrinfo per name per TTL'

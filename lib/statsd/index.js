@@ -519,10 +519,6 @@ class HostLookup {
   }
 }
 
-function currentInstalledCache () {
-  return require('../install').installed()?.dns ?? null
-}
-
 // A hot-shots client configured for production; see the README's statsd
 // section for every option and why its default is what it is.
 function createStatsd (options) {
@@ -548,7 +544,7 @@ function createStatsd (options) {
   })
   hotShots.errorHandler = state.handleError
   if (protocol === 'udp') {
-    state.hostLookup = new HostLookup(o.dnsCache ?? currentInstalledCache(), state.counters, state)
+    state.hostLookup = new HostLookup(o.dnsCache ?? require('../dns').currentCache(), state.counters, state)
     hotShots.udpSocketOptions = { ...o.udpSocketOptions, lookup: state.hostLookup.lookup }
   }
 
