@@ -62,7 +62,7 @@ t.test('pure c-ares mode answers hosts-file names from the file', async (t) => {
 t.test('the expiry heap marks many entries stale in deadline order', async (t) => {
   const expiry = new Expiry()
   t.teardown(() => expiry.clear())
-  const entries = Array.from({ length: 20 }, () => ({ fresh: false, expiresAt: 0, heapIndex: -1 }))
+  const entries = Array.from({ length: 20 }, () => ({ fresh: false, dueAt: 0, heapIndex: -1 }))
   const now = performance.now()
   entries.forEach((entry, i) => expiry.schedule(entry, now + 30 + ((i * 7) % 20) * 5))
   expiry.schedule(entries[0], now + 60_000) // rescheduled: the old deadline no longer counts
@@ -76,8 +76,8 @@ t.test('the expiry heap holds only what is scheduled: a reschedule moves an entr
   const expiry = new Expiry()
   t.teardown(() => expiry.clear())
   const now = performance.now()
-  const soon = Array.from({ length: 300 }, () => ({ fresh: false, expiresAt: 0, heapIndex: -1 }))
-  const late = Array.from({ length: 300 }, () => ({ fresh: false, expiresAt: 0, heapIndex: -1 }))
+  const soon = Array.from({ length: 300 }, () => ({ fresh: false, dueAt: 0, heapIndex: -1 }))
+  const late = Array.from({ length: 300 }, () => ({ fresh: false, dueAt: 0, heapIndex: -1 }))
   // Interleaved, out of order, each scheduled three times: the heap keeps one place per entry.
   for (let round = 0; round < 3; round++) {
     for (let i = 0; i < 300; i++) {

@@ -180,7 +180,6 @@ export interface BatcherStats {
   retried: number
   flushes: number
   flushErrors: number
-  flushLatencyMs: { bounds: readonly number[]; counts: number[] }
 }
 
 export interface Batcher<T, R = unknown> {

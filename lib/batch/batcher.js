@@ -1,279 +1,20 @@
 'use strict'
 
-// The transport-agnostic batcher. Contract (lib/kafka.js and lib/statsd.js
-// build on it; keep this comment true):
-//
-//   const b = createBatcher({ send, ...options })   // validates every option, throws coded errors
-//
-//   send(items, { group, attempt }) -> Promise<results[] | undefined>
-//     The sink. `items` is a fresh array in push order; all share one `group`
-//     (the value of groupOf(), or undefined). `attempt` starts at 1 and grows
-//     on each retry of the same batch (a retry resends the same items, minus
-//     any that expired, before anything pushed after them). Resolve with an
-//     array (results[i] settles items[i]'s push) or with undefined (every push
-//     resolves with undefined); anything else rejects the batch with
-//     ERR_IO_HYGIENE_INVALID_RESULT. Throw/reject to fail the whole batch:
-//     it is retried after a backoff while isRetriable(err) is true and the
-//     item is younger than deliveryTimeoutMs; otherwise each push rejects with
-//     `err` itself (not wrapped) or, past its deadline, with
-//     ERR_IO_HYGIENE_DELIVERY_TIMEOUT whose `cause` is the last error.
-//
-//   b.push(item) -> Promise<result>
-//     Never throws: bad input, a full queue, a closed batcher all reject at
-//     once with a coded error (INVALID_ARGUMENT, ITEM_TOO_LARGE, QUEUE_FULL,
-//     CLOSED) or with what sizeOf/groupOf threw. Every accepted push settles:
-//     acknowledged, or rejected by the rules above, or by close()'s deadline
-//     (ERR_IO_HYGIENE_TIMEOUT). deliveryTimeoutMs counts from the push()
-//     call, as the Java producer's delivery.timeout.ms does: time spent
-//     waiting for queue room, lingering, in flight and between retries all
-//     count (the clock is read once per synchronous run of pushes, so a
-//     deadline may come that much early, never late). A push still waiting for room, queued or in flight at its
-//     deadline is rejected then, so no caller outlives deliveryTimeoutMs
-//     (maxWaitMs, when shorter, ends a wait for room first); the sink's own
-//     request timeout should be shorter, or the item may land after all.
-//   b.pushAll(items) -> Promise<result>[]
-//     push() for each, except that the items stand or fall together: one
-//     that push() would refuse refuses all (each with the same error); with
-//     overflow "reject" all are refused unless all fit, with "wait" they are
-//     admitted together once all fit (or all expire together). A call larger
-//     than the whole queue cannot fit: "reject" refuses it, "wait" streams it
-//     through item by item.
-//   b.flush({ timeoutMs }) -> Promise<void>
-//     Sends everything pushed so far without lingering and resolves when all
-//     of it has settled (each push reports its own outcome). On timeoutMs it
-//     rejects with ERR_IO_HYGIENE_TIMEOUT and the items carry on.
-//   b.close({ timeoutMs }) -> Promise<void>
-//     Later pushes reject with ERR_IO_HYGIENE_CLOSED; everything held is
-//     flushed. At timeoutMs whatever has not settled is rejected with
-//     ERR_IO_HYGIENE_TIMEOUT and close() rejects with one too. Idempotent.
-//   b.stats() -> counters (see stats()), b.closed, b.name
-//
-// Order: a group has at most one batch in flight or waiting to retry, so
-// pushes of one group reach the sink in push order, also across retries.
-// A batch's pushes settle after the next batch has been handed to the sink
-// (one setImmediate later), so that request is on its way first.
-// `concurrency` bounds batches in flight over all groups; above 1 it needs
-// groupOf (otherwise there is one group and it would be ignored).
-// Timers: one timer per batcher drives linger, retry backoff, item
-// deadlines and overflow waits. It is ref'd while a caller waits behind it
-// (a batch in flight or waiting to retry, a push waiting for room, a flush()
-// or close()), so a script does not exit with a push unsettled; a linger
-// alone is background work and leaves it unref'd (flushOnSignals sends what
-// lingers when the loop runs dry). flush() and close() deadlines are ref'd.
 const { channels } = require('../core/diagnostics')
+const { IndexedHeap } = require('../core/indexed-heap')
+const { Fifo } = require('../core/fifo')
 const { histogram } = require('../metrics/registry')
 const { onShutdown, offShutdown } = require('../core/shutdown')
-const { integer, timerMs, boolean, oneOf, func, string, nullable, resolve } = require('../core/options')
+const { resolve } = require('../core/options')
 const {
-  ERR_IO_HYGIENE_INVALID_OPTION,
-  ERR_IO_HYGIENE_CONFLICTING_OPTIONS,
-  ERR_IO_HYGIENE_INVALID_ARGUMENT,
   ERR_IO_HYGIENE_QUEUE_FULL,
   ERR_IO_HYGIENE_CLOSED,
   ERR_IO_HYGIENE_TIMEOUT,
-  ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
-  ERR_IO_HYGIENE_ITEM_TOO_LARGE,
   ERR_IO_HYGIENE_INVALID_RESULT,
 } = require('../core/errors')
-
-// Upper bounds (ms) of the flush latency histogram; the last bucket is open.
-const FLUSH_LATENCY_BUCKETS_MS = Object.freeze([1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, Infinity])
-
-// Defaults, and why, are in the README's batch table; a test keeps the two equal.
-const spec = {
-  send: { default: null, check: nullable(func()) },
-  name: { default: 'batch', check: string() },
-  flushIntervalMs: { default: 5, check: timerMs(0) },
-  maxBatchItems: { default: 500, check: integer(1) },
-  maxBatchBytes: { default: 1_000_000, check: integer(1) },
-  maxQueuedItems: { default: 100_000, check: integer(1) },
-  maxQueuedBytes: { default: 33_554_432, check: integer(1) },
-  overflow: { default: 'wait', check: oneOf('wait', 'reject') },
-  maxWaitMs: { default: 60_000, check: timerMs(0) },
-  maxWaitingItems: { default: 10_000, check: integer(0) },
-  maxWaitingBytes: { default: 8_388_608, check: integer(0) },
-  concurrency: { default: 1, check: integer(1, 1_000) },
-  deliveryTimeoutMs: { default: 120_000, check: timerMs(1) },
-  retryBackoffMs: { default: 100, check: timerMs(0) },
-  maxRetryBackoffMs: { default: 1_000, check: timerMs(0) },
-  flushWhenIdle: { default: true, check: boolean() },
-  flushOnSignals: { default: false, check: boolean() },
-  shutdownTimeoutMs: { default: 10_000, check: timerMs(0) },
-  sizeOf: { default: sizeOfBytes, check: func() },
-  groupOf: { default: null, check: nullable(func()) },
-  isRetriable: { default: isRetriableFlag, check: func() },
-}
-
-const waitSpec = { timeoutMs: { default: null, check: nullable(timerMs(0)) } }
-
-// Strings, Buffers and typed arrays measure themselves; anything else needs
-// a sizeOf, or the byte caps would be fiction.
-function sizeOfBytes (item) {
-  if (typeof item === 'string') return Buffer.byteLength(item)
-  if (ArrayBuffer.isView(item) || item instanceof ArrayBuffer) return item.byteLength
-  throw new ERR_IO_HYGIENE_INVALID_ARGUMENT('batcher.push()', 'the default sizeOf measures strings, Buffers and typed arrays; pass a sizeOf option for other items')
-}
-
-// kafkajs (and others) mark transient errors with `retriable: true`.
-function isRetriableFlag (err) {
-  return err !== null && typeof err === 'object' && err.retriable === true
-}
-
-const WAITING = 0 // pushed while the queue was full, not admitted yet
-const QUEUED = 1
-const BATCHED = 2 // in a batch in flight or waiting to retry
-const DONE = 3
-
-// new Promise(capture) hands over its resolvers without a closure per call.
-let capturedResolve
-let capturedReject
-function capture (resolve, reject) {
-  capturedResolve = resolve
-  capturedReject = reject
-}
-
-// The one record push() allocates next to the caller's promise.
-class Pending {
-  constructor (item, bytes, key, seq, at) {
-    this.item = item
-    this.bytes = bytes
-    this.key = key
-    this.seq = seq
-    this.resolve = capturedResolve
-    this.reject = capturedReject
-    this.state = WAITING
-    this.at = at // when push() was called: its deadline and its linger count from here
-    this.unit = null // on the first of pushAll()'s waiting items: { items, bytes } admitted together
-  }
-}
-
-// An array with a moving head, so that taking a batch off the front is not
-// O(queue length).
-class Fifo {
-  #items = []
-  #head = 0
-
-  get length () {
-    return this.#items.length - this.#head
-  }
-
-  peek () {
-    return this.#items[this.#head]
-  }
-
-  push (value) {
-    this.#items.push(value)
-  }
-
-  shift () {
-    const items = this.#items
-    const value = items[this.#head]
-    items[this.#head++] = undefined
-    if (this.#head === items.length) {
-      items.length = 0
-      this.#head = 0
-    } else if (this.#head >= 1024 && this.#head * 2 >= items.length) {
-      this.#items = items.slice(this.#head)
-      this.#head = 0
-    }
-    return value
-  }
-}
-
-class Group {
-  constructor (key) {
-    this.key = key
-    this.queue = new Fifo()
-    this.bytes = 0
-    this.batch = null // at most one: this is what keeps the group's order
-    this.lastError = undefined // of its last send, the cause when its items expire
-    this.wakeAt = Infinity // when something of it is next due (linger, retry, deadline)
-    this.heapIndex = -1 // its place in the batcher's wake-up heap, -1 when not in it
-    this.dirty = false // changed since the last pump: look at it in the next one
-    this.ready = false // in the line of groups with a batch to send
-    this.removed = false
-  }
-}
-
-// Groups by wakeAt, each at most once (it knows its index), so that a
-// timer tick finds what is due in O(log groups) and a group's wake-up can
-// move either way without leaving stale entries behind.
-class WakeHeap {
-  #groups = []
-
-  get size () {
-    return this.#groups.length
-  }
-
-  peek () {
-    return this.#groups[0]
-  }
-
-  // Puts `group` at `time`, or moves it there.
-  set (group, time) {
-    group.wakeAt = time
-    if (group.heapIndex === -1) {
-      group.heapIndex = this.#groups.length
-      this.#groups.push(group)
-    }
-    this.#down(this.#up(group.heapIndex))
-  }
-
-  remove (group) {
-    const i = group.heapIndex
-    if (i === -1) return
-    group.heapIndex = -1
-    group.wakeAt = Infinity
-    const last = this.#groups.pop()
-    if (last === group) return
-    this.#groups[i] = last
-    last.heapIndex = i
-    this.#down(this.#up(i))
-  }
-
-  #up (i) {
-    const groups = this.#groups
-    const group = groups[i]
-    while (i > 0) {
-      const parent = (i - 1) >> 1
-      if (groups[parent].wakeAt <= group.wakeAt) break
-      groups[i] = groups[parent]
-      groups[i].heapIndex = i
-      i = parent
-    }
-    groups[i] = group
-    group.heapIndex = i
-    return i
-  }
-
-  #down (i) {
-    const groups = this.#groups
-    const n = groups.length
-    const group = groups[i]
-    for (;;) {
-      let child = 2 * i + 1
-      if (child >= n) break
-      if (child + 1 < n && groups[child + 1].wakeAt < groups[child].wakeAt) child++
-      if (groups[child].wakeAt >= group.wakeAt) break
-      groups[i] = groups[child]
-      groups[i].heapIndex = i
-      i = child
-    }
-    groups[i] = group
-    group.heapIndex = i
-  }
-}
-
-class Batch {
-  constructor (records, bytes, deliveryTimeoutMs) {
-    this.records = records
-    this.bytes = bytes
-    this.attempt = 0
-    this.inFlight = false
-    this.retryAt = 0
-    this.deadline = records[0].at + deliveryTimeoutMs
-  }
-}
+const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = require('./options')
+const { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, RunClock } = require('./records')
+const { DrainWaiters, WaitingLine } = require('./waiters')
 
 class Batcher {
   #options
@@ -285,15 +26,10 @@ class Batcher {
   // when each group is next due.
   #dirty = []
   #ready = new Fifo()
-  #wake = new WakeHeap()
-  #waiting = new Fifo()
-  #waitingBytes = 0
+  #wake = new IndexedHeap()
+  #waiting = new WaitingLine()
   #seq = 0
-  // The clock as read at the first push of a synchronous run of pushes (the
-  // callers one settle released, a burst of requests): their deadlines count
-  // from then, a little early and never late, for one clock read per run.
-  #clock = 0
-  #clockFresh = false
+  #clock = new RunClock() // one clock read per synchronous run of pushes
   #lastGroup = null // pushes mostly repeat one group: skip the Map
   #flushUpTo = 0
   #held = 0 // admitted, not settled (queued or batched)
@@ -306,7 +42,7 @@ class Batcher {
   #closed = false
   #closing = null
   #disposed = false
-  #waiters = []
+  #drains = new DrainWaiters(() => this.#refTimer())
   #counters = {
     flushed: 0,
     rejected: 0,
@@ -316,7 +52,6 @@ class Batcher {
     flushErrors: 0,
   }
 
-  #latency = new Array(FLUSH_LATENCY_BUCKETS_MS.length).fill(0)
   // The monitor's histograms of this batcher's name, got once: send()'s
   // round trip by outcome, and each item's wait from push() to its first send.
   #flushOk
@@ -356,21 +91,20 @@ class Batcher {
     } catch (err) {
       return this.#drop(err)
     }
-    const invalid = this.#sizeError(bytes, 'push()')
+    const invalid = itemSizeError(this.#what, o, bytes, 'push()')
     if (invalid !== null) return this.#drop(invalid)
     // Nobody overtakes a waiting push: that would break call order.
     const fits = this.#waiting.length === 0 && this.#hasRoom(1, bytes)
     if (!fits) {
       if (o.overflow === 'reject') return this.#drop(this.#queueFull('no room'))
-      if (!this.#mayWait(1, bytes)) return this.#drop(this.#waitFull())
+      if (!this.#waiting.mayWait(1, bytes, o)) return this.#drop(this.#queueFull(this.#waiting.fullReason(o)))
     }
     const promise = new Promise(capture)
-    const rec = new Pending(item, bytes, key, ++this.#seq, this.#now())
+    const rec = new Pending(item, bytes, key, ++this.#seq, this.#clock.now())
     if (fits) {
       this.#admit(rec)
     } else {
       this.#waiting.push(rec)
-      this.#waitingBytes += bytes
       if (this.#waiting.length === 1) this.#schedule()
     }
     return promise
@@ -385,31 +119,18 @@ class Batcher {
     const o = this.#options
     const n = items.length
     if (n <= 1 || this.#closed) return items.map((item) => this.push(item))
-    const sizes = new Array(n)
-    const keys = new Array(n)
-    let bytes = 0
-    let err = null
-    try {
-      for (let i = 0; i < n && err === null; i++) {
-        sizes[i] = o.sizeOf(items[i])
-        if (o.groupOf !== null) keys[i] = o.groupOf(items[i])
-        err = this.#sizeError(sizes[i], 'pushAll()')
-        bytes += sizes[i]
-      }
-    } catch (thrown) {
-      err = thrown
-    }
+    let { sizes, keys, bytes, err } = measure(this.#what, o, items)
     const larger = n > o.maxQueuedItems || bytes > o.maxQueuedBytes
     if (err === null && larger && o.overflow === 'wait') return items.map((item) => this.push(item))
     const fits = !larger && this.#waiting.length === 0 && this.#hasRoom(n, bytes)
     if (err === null && !fits && o.overflow === 'reject') err = this.#queueFull(`no room for all ${n} items of one call`)
-    if (err === null && !fits && !this.#mayWait(n, bytes)) err = this.#waitFull()
+    if (err === null && !fits && !this.#waiting.mayWait(n, bytes, o)) err = this.#queueFull(this.#waiting.fullReason(o))
     if (err !== null) {
       const refused = this.#drop(err, n)
       return items.map(() => refused)
     }
     // One call time for all, so that they also expire together.
-    const now = this.#now()
+    const now = this.#clock.now()
     const records = new Array(n)
     const promises = new Array(n)
     for (let i = 0; i < n; i++) {
@@ -422,52 +143,13 @@ class Batcher {
     }
     records[0].unit = { items: n, bytes }
     for (const rec of records) this.#waiting.push(rec)
-    this.#waitingBytes += bytes
     if (this.#waiting.length === n) this.#schedule()
     return promises
-  }
-
-  #now () {
-    if (this.#clockFresh) return this.#clock
-    this.#clockFresh = true
-    queueMicrotask(this.#staleClock)
-    this.#clock = performance.now()
-    return this.#clock
-  }
-
-  #staleClock = () => {
-    this.#clockFresh = false
   }
 
   // Whether `count` more items of `bytes` in all stay within both bounds.
   #hasRoom (count, bytes) {
     return this.#held + count <= this.#options.maxQueuedItems && this.#heldBytes + bytes <= this.#options.maxQueuedBytes
-  }
-
-  // Whether `count` more pushes of `bytes` may wait for room: the waiting
-  // line is bounded too, or a sink that stops answering lets it grow forever.
-  #mayWait (count, bytes) {
-    return this.#waiting.length + count <= this.#options.maxWaitingItems && this.#waitingBytes + bytes <= this.#options.maxWaitingBytes
-  }
-
-  #waitFull () {
-    const o = this.#options
-    return this.#queueFull(`and ${this.#waiting.length} pushes of ${this.#waitingBytes} bytes wait for room ` +
-      `(maxWaitingItems ${o.maxWaitingItems}, maxWaitingBytes ${o.maxWaitingBytes})`)
-  }
-
-  #takeWaiting () {
-    const rec = this.#waiting.shift()
-    this.#waitingBytes -= rec.bytes
-    return rec
-  }
-
-  #sizeError (bytes, method) {
-    if (!Number.isSafeInteger(bytes) || bytes < 0) {
-      return new ERR_IO_HYGIENE_INVALID_ARGUMENT(`${this.#what} ${method}`, `sizeOf() must return a non-negative integer, got ${String(bytes)}`)
-    }
-    if (bytes > this.#options.maxBatchBytes) return new ERR_IO_HYGIENE_ITEM_TOO_LARGE(this.#what, bytes, this.#options.maxBatchBytes)
-    return null
   }
 
   flush (options) {
@@ -503,7 +185,6 @@ class Batcher {
       inFlight: this.#batched,
       batchesInFlight: this.#batchesInFlight,
       ...this.#counters,
-      flushLatencyMs: { bounds: FLUSH_LATENCY_BUCKETS_MS, counts: this.#latency.slice() },
     }
   }
 
@@ -567,7 +248,7 @@ class Batcher {
     const o = this.#options
     const now = performance.now()
     const wake = this.#wake
-    while (wake.size > 0 && wake.peek().wakeAt <= now) {
+    while (wake.size > 0 && wake.peek().dueAt <= now) {
       const group = wake.peek()
       wake.remove(group)
       this.#visit(group, now)
@@ -578,7 +259,7 @@ class Batcher {
       const rec = waiting.peek()
       const count = rec.unit === null ? 1 : rec.unit.items
       if (!this.#hasRoom(count, rec.unit === null ? rec.bytes : rec.unit.bytes)) break
-      for (let i = 0; i < count; i++) this.#admit(this.#takeWaiting())
+      for (let i = 0; i < count; i++) this.#admit(this.#waiting.take())
     }
     const dirty = this.#dirty
     // Visiting may touch no other group, so the list does not grow under us.
@@ -639,7 +320,7 @@ class Batcher {
     }
     if (head !== undefined && head.at + o.deliveryTimeoutMs < next) next = head.at + o.deliveryTimeoutMs
     if (next === Infinity) this.#wake.remove(group)
-    else if (next !== group.wakeAt) this.#wake.set(group, next)
+    else if (next !== group.dueAt) this.#wake.set(group, next)
   }
 
   #isDue (group, now) {
@@ -651,21 +332,9 @@ class Batcher {
 
   #cut (group) {
     const o = this.#options
-    const queue = group.queue
-    const records = []
-    let bytes = 0
-    // Every item fits in a batch on its own (push() checks), so the first
-    // one always goes.
-    while (queue.length > 0 && records.length < o.maxBatchItems && bytes + queue.peek().bytes <= o.maxBatchBytes) {
-      const rec = queue.shift()
-      rec.state = BATCHED
-      records.push(rec)
-      bytes += rec.bytes
-    }
-    group.bytes -= bytes
-    this.#batched += records.length
-    group.batch = new Batch(records, bytes, o.deliveryTimeoutMs)
-    return group.batch
+    const batch = group.cut(o.maxBatchItems, o.maxBatchBytes, o.deliveryTimeoutMs)
+    this.#batched += batch.records.length
+    return batch
   }
 
   #send (group, batch) {
@@ -705,7 +374,6 @@ class Batcher {
     this.#batchesInFlight--
     batch.inFlight = false
     this.#counters.flushes++
-    this.#record(now - started)
     if (ok && value !== undefined && (!Array.isArray(value) || value.length !== records.length)) {
       ok = false
       value = new ERR_IO_HYGIENE_INVALID_RESULT(this.#what,
@@ -733,7 +401,7 @@ class Batcher {
     } else {
       this.#counters.flushErrors++
       group.lastError = value
-      if (!this.#retriable(value)) {
+      if (!isRetriable(this.#options, value)) {
         this.#rejectRecords(records, () => value, 'send')
         group.batch = null
       } else {
@@ -771,80 +439,26 @@ class Batcher {
     this.#heldBytes -= bytes
     this.#counters.flushed += flushed
     // After the callers, so that a waiter never resolves first.
-    if (this.#waiters.length > 0 && flushed > 0) this.#countSettled(records, skipped)
+    if (this.#drains.size > 0 && flushed > 0) this.#drains.settledPrefix(records, skipped)
     // Their room may admit pushes that wait for it.
     if (this.#waiting.length > 0) this.#schedule()
-  }
-
-  // A batch is one group's records in push order, so the ones a waiter
-  // counts (pushed before its flush()) are a prefix: a binary search each.
-  #countSettled (records, skipped) {
-    const waiters = this.#waiters
-    for (let w = waiters.length - 1; w >= 0; w--) {
-      const waiter = waiters[w]
-      let lo = 0
-      let hi = records.length
-      while (lo < hi) {
-        const mid = (lo + hi) >> 1
-        if (records[mid].seq <= waiter.seq) lo = mid + 1
-        else hi = mid
-      }
-      const settled = lo - skipped
-      if (settled > 0 && (waiter.remaining -= settled) === 0) {
-        this.#unwait(waiter)
-        waiter.resolve()
-      }
-    }
-  }
-
-  #retriable (err) {
-    try {
-      return this.#options.isRetriable(err) === true
-    } catch {
-      return false
-    }
   }
 
   // Rejects what is past its deadline; the batch stays while in flight, so
   // the group keeps one request at a time.
   #expireBatch (group, now) {
-    const batch = group.batch
-    const timeout = this.#options.deliveryTimeoutMs
-    const live = []
-    const expired = []
-    let bytes = 0
-    for (const rec of batch.records) {
-      if (rec.state === DONE) continue
-      if (rec.at + timeout <= now) {
-        expired.push(rec)
-      } else {
-        live.push(rec)
-        bytes += rec.bytes
-      }
-    }
-    this.#rejectRecords(expired, () => this.#deliveryTimeout(group.lastError), 'deadline')
-    if (!batch.inFlight) {
-      batch.records = live
-      batch.bytes = bytes
-    }
-    if (live.length > 0) batch.deadline = live[0].at + timeout
-    else if (batch.inFlight) batch.deadline = Infinity
-    else group.batch = null
+    const o = this.#options
+    const expired = group.batch.dropExpired(now, o.deliveryTimeoutMs)
+    this.#rejectRecords(expired, () => deliveryTimeoutError(o.deliveryTimeoutMs, group.lastError), 'deadline')
+    if (group.batch.records.length === 0 && !group.batch.inFlight) group.batch = null
   }
 
   #expireQueue (group, now) {
-    const queue = group.queue
-    const timeout = this.#options.deliveryTimeoutMs
-    let expired = null
-    while (queue.length > 0 && queue.peek().at + timeout <= now) {
-      const rec = queue.shift()
-      group.bytes -= rec.bytes
-      if (expired === null) expired = []
-      expired.push(rec)
-    }
+    const o = this.#options
+    const expired = group.takeExpired(now, o.deliveryTimeoutMs)
     if (expired !== null) {
       const cause = group.lastError
-      this.#rejectRecords(expired, () => this.#deliveryTimeout(cause), 'deadline')
+      this.#rejectRecords(expired, () => deliveryTimeoutError(o.deliveryTimeoutMs, cause), 'deadline')
     }
   }
 
@@ -857,19 +471,14 @@ class Batcher {
     let expired = null
     while (waiting.length > 0 && waiting.peek().at + limit <= now) {
       if (expired === null) expired = []
-      expired.push(this.#takeWaiting())
+      expired.push(this.#waiting.take())
     }
     if (expired !== null) {
       const make = o.deliveryTimeoutMs <= o.maxWaitMs
-        ? () => this.#deliveryTimeout(undefined)
+        ? () => deliveryTimeoutError(o.deliveryTimeoutMs, undefined)
         : () => this.#queueFull(`no room within maxWaitMs (${o.maxWaitMs} ms)`)
       this.#rejectRecords(expired, make, 'wait')
     }
-  }
-
-  #deliveryTimeout (cause) {
-    const ms = this.#options.deliveryTimeoutMs
-    return cause === undefined ? new ERR_IO_HYGIENE_DELIVERY_TIMEOUT(ms) : new ERR_IO_HYGIENE_DELIVERY_TIMEOUT(ms, { cause })
   }
 
   #queueFull (why) {
@@ -887,15 +496,7 @@ class Batcher {
       this.#heldBytes -= rec.bytes
     }
     rec.state = DONE
-    const waiters = this.#waiters
-    if (waiters.length === 0) return
-    for (let i = waiters.length - 1; i >= 0; i--) {
-      const waiter = waiters[i]
-      if (rec.seq <= waiter.seq && --waiter.remaining === 0) {
-        this.#unwait(waiter)
-        waiter.resolve()
-      }
-    }
+    if (this.#drains.size > 0) this.#drains.settledOne(rec.seq)
   }
 
   // Rejects each record not settled yet with its own error (callers may
@@ -933,32 +534,14 @@ class Batcher {
     // Every group is due now: the one place that looks at them all.
     for (const group of this.#groups.values()) this.#touch(group)
     this.#schedule()
-    return new Promise((resolve, reject) => {
-      const waiter = { seq: this.#seq, remaining, resolve, timer: null }
-      if (timeoutMs !== null) {
-        // Ref'd: the caller awaits this deadline.
-        waiter.timer = setTimeout(() => {
-          this.#unwait(waiter)
-          if (onTimeout !== null) onTimeout()
-          reject(new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs))
-        }, timeoutMs)
-      }
-      this.#waiters.push(waiter)
-      this.#refTimer()
-    })
-  }
-
-  #unwait (waiter) {
-    clearTimeout(waiter.timer)
-    this.#waiters.splice(this.#waiters.indexOf(waiter), 1)
-    this.#refTimer()
+    return this.#drains.add(this.#seq, remaining, timeoutMs, what, onTimeout)
   }
 
   // Ref'd while a caller waits behind the timer (see the top of this file).
   #refTimer () {
     const timer = this.#timer
     if (timer === null) return
-    if (this.#waiters.length > 0 || this.#batched > 0 || this.#waiting.length > 0) timer.ref()
+    if (this.#drains.size > 0 || this.#batched > 0 || this.#waiting.length > 0) timer.ref()
     else timer.unref()
   }
 
@@ -975,7 +558,7 @@ class Batcher {
       this.#rejectRecords(queued, make, 'close')
     }
     const waiting = []
-    while (this.#waiting.length > 0) waiting.push(this.#takeWaiting())
+    while (this.#waiting.length > 0) waiting.push(this.#waiting.take())
     this.#rejectRecords(waiting, () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')
   }
 
@@ -990,7 +573,7 @@ class Batcher {
   // One timer for the earliest wake-up of any group, or the end of an
   // overflow wait.
   #arm (now) {
-    let next = this.#wake.size > 0 ? this.#wake.peek().wakeAt : Infinity
+    let next = this.#wake.size > 0 ? this.#wake.peek().dueAt : Infinity
     if (this.#waiting.length > 0) {
       const o = this.#options
       next = Math.min(next, this.#waiting.peek().at + Math.min(o.maxWaitMs, o.deliveryTimeoutMs))
@@ -1009,37 +592,6 @@ class Batcher {
     }
     this.#refTimer()
   }
-
-  #record (durationMs) {
-    let i = 0
-    while (durationMs > FLUSH_LATENCY_BUCKETS_MS[i]) i++
-    this.#latency[i]++
-  }
 }
 
-function createBatcher (options) {
-  const where = 'createBatcher()'
-  const o = resolve(where, spec, options)
-  if (o.send === null) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'send', 'a function', undefined)
-  checkLimits(where, o)
-  if (o.concurrency > 1 && o.groupOf === null) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'concurrency above 1 needs groupOf: one group never has two batches in flight, so that it keeps its order')
-  }
-  return new Batcher(o)
-}
-
-// The limits that must agree, for the batcher and for sinks that take the
-// same option names (createHttpSink), so each refuses them at its own call.
-function checkLimits (where, o) {
-  if (o.maxBatchItems > o.maxQueuedItems) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `maxBatchItems (${o.maxBatchItems}) must not exceed maxQueuedItems (${o.maxQueuedItems})`)
-  }
-  if (o.maxBatchBytes > o.maxQueuedBytes) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `maxBatchBytes (${o.maxBatchBytes}) must not exceed maxQueuedBytes (${o.maxQueuedBytes})`)
-  }
-  if (o.retryBackoffMs > o.maxRetryBackoffMs) {
-    throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `retryBackoffMs (${o.retryBackoffMs}) must not exceed maxRetryBackoffMs (${o.maxRetryBackoffMs})`)
-  }
-}
-
-module.exports = { spec, createBatcher, checkLimits, FLUSH_LATENCY_BUCKETS_MS }
+module.exports = { Batcher }

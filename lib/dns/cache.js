@@ -19,7 +19,7 @@ const SLOTS = 24 // 3 families x 8 hint combinations
 // One cached answer (or error) for one (hostname, family, hints).
 class Entry {
   fresh = false // answer is within its TTL (kept by Expiry, no clock read)
-  expiresAt = 0 // when it stops being fresh, while in Expiry's heap
+  dueAt = 0 // when it stops being fresh, while in Expiry's heap
   heapIndex = -1 // its place in Expiry's heap, -1 when not there
   released = false // left the LRU: whatever is still in flight keeps nothing
   answer = null // [{ address, family }] in resolver order
