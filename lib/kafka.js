@@ -1,9 +1,9 @@
 'use strict'
 
-const { createBatcher } = require('./batch')
+const { createBatcher, checkLimits } = require('./batch')
 const { onShutdown, offShutdown } = require('./core/shutdown')
 const { integer, timerMs, oneOf, boolean, resolve } = require('./core/options')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED } = require('./core/errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED } = require('./core/errors')
 
 // Defaults, and why, are in the README's kafka table; a test keeps the two equal.
 const spec = {
@@ -18,17 +18,18 @@ const spec = {
   // groups a request's messages by partition copying the partition's array
   // for every message, so a batch's client work (one event-loop stall)
   // grows with its square. 1,000 is where the first stops paying for the
-  // second (measured: bench/kafka.js).
-  maxBatchMessages: { default: 1000, check: integer(1) },
+  // second (measured: bench/kafka.js). The batcher's name, not librdkafka's:
+  // batch.num.messages bounds one partition's batch, this one whole request.
+  maxBatchItems: { default: 1000, check: integer(1) },
   maxBatchBytes: { default: 1_000_000, check: integer(1) },
   // The memory bound on everything not yet acknowledged.
-  maxQueuedMessages: { default: 100_000, check: integer(1) },
+  maxQueuedItems: { default: 100_000, check: integer(1) },
   maxQueuedBytes: { default: 64 * 1024 * 1024, check: integer(1) },
   // A full queue makes send() wait for room (back-pressure), or reject.
   overflow: { default: 'wait', check: oneOf('wait', 'reject') },
   // The Java producer's max.block.ms: how long send() waits for room.
   maxQueueWaitMs: { default: 60_000, check: timerMs(0) },
-  maxWaitingMessages: { default: 10_000, check: integer(0) },
+  maxWaitingItems: { default: 10_000, check: integer(0) },
   maxWaitingBytes: { default: 16 * 1024 * 1024, check: integer(0) },
   // The Java producer's delivery.timeout.ms, counted from the send() call
   // (waiting for room, linger, flight and retries included): long enough to
@@ -143,15 +144,15 @@ class WrappedProducer {
       // Lingering applies to messages that arrive while a request is in
       // flight; one that arrives when nothing is in flight is sent at once
       // (see #enqueue), so an idle service pays no linger.
-      flushIntervalMs: options.lingerMs,
+      lingerMs: options.lingerMs,
       flushWhenIdle: false,
-      maxBatchItems: options.maxBatchMessages,
+      maxBatchItems: options.maxBatchItems,
       maxBatchBytes: options.maxBatchBytes,
-      maxQueuedItems: options.maxQueuedMessages,
+      maxQueuedItems: options.maxQueuedItems,
       maxQueuedBytes: options.maxQueuedBytes,
       overflow: options.overflow,
-      maxWaitMs: options.maxQueueWaitMs,
-      maxWaitingItems: options.maxWaitingMessages,
+      maxQueueWaitMs: options.maxQueueWaitMs,
+      maxWaitingItems: options.maxWaitingItems,
       maxWaitingBytes: options.maxWaitingBytes,
       concurrency: 1,
       deliveryTimeoutMs: options.deliveryTimeoutMs,
@@ -428,11 +429,7 @@ function merge (lists) {
 // that ride out a broker restart.
 function wrapProducer (producer, options) {
   const resolved = resolve(where, spec, options)
-  for (const [batch, queued] of [['maxBatchMessages', 'maxQueuedMessages'], ['maxBatchBytes', 'maxQueuedBytes'], ['retryBackoffMs', 'maxRetryBackoffMs']]) {
-    if (resolved[batch] > resolved[queued]) {
-      throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `${batch} (${resolved[batch]}) must not exceed ${queued} (${resolved[queued]})`)
-    }
-  }
+  checkLimits(where, resolved)
   if (producer === null || typeof producer !== 'object' || typeof producer.sendBatch !== 'function') {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer())')
   }

@@ -316,7 +316,7 @@ class Batcher {
       next = batch.deadline
       if (!batch.inFlight && batch.retryAt > now && batch.retryAt < next) next = batch.retryAt
     } else if (head !== undefined && !this.#isDue(group, now)) {
-      next = head.at + o.flushIntervalMs
+      next = head.at + o.lingerMs
     }
     if (head !== undefined && head.at + o.deliveryTimeoutMs < next) next = head.at + o.deliveryTimeoutMs
     if (next === Infinity) this.#wake.remove(group)
@@ -326,7 +326,7 @@ class Batcher {
   #isDue (group, now) {
     const o = this.#options
     const head = group.queue.peek()
-    return o.flushWhenIdle || head.seq <= this.#flushUpTo || now - head.at >= o.flushIntervalMs ||
+    return o.flushWhenIdle || head.seq <= this.#flushUpTo || now - head.at >= o.lingerMs ||
       group.queue.length >= o.maxBatchItems || group.bytes >= o.maxBatchBytes
   }
 
@@ -462,21 +462,21 @@ class Batcher {
     }
   }
 
-  // A wait for room ends at maxWaitMs or at the delivery deadline,
+  // A wait for room ends at maxQueueWaitMs or at the delivery deadline,
   // whichever comes first.
   #expireWaiting (now) {
     const o = this.#options
     const waiting = this.#waiting
-    const limit = Math.min(o.maxWaitMs, o.deliveryTimeoutMs)
+    const limit = Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs)
     let expired = null
     while (waiting.length > 0 && waiting.peek().at + limit <= now) {
       if (expired === null) expired = []
       expired.push(this.#waiting.take())
     }
     if (expired !== null) {
-      const make = o.deliveryTimeoutMs <= o.maxWaitMs
+      const make = o.deliveryTimeoutMs <= o.maxQueueWaitMs
         ? () => deliveryTimeoutError(o.deliveryTimeoutMs, undefined)
-        : () => this.#queueFull(`no room within maxWaitMs (${o.maxWaitMs} ms)`)
+        : () => this.#queueFull(`no room within maxQueueWaitMs (${o.maxQueueWaitMs} ms)`)
       this.#rejectRecords(expired, make, 'wait')
     }
   }
@@ -576,7 +576,7 @@ class Batcher {
     let next = this.#wake.size > 0 ? this.#wake.peek().dueAt : Infinity
     if (this.#waiting.length > 0) {
       const o = this.#options
-      next = Math.min(next, this.#waiting.peek().at + Math.min(o.maxWaitMs, o.deliveryTimeoutMs))
+      next = Math.min(next, this.#waiting.peek().at + Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs))
     }
     if (next === Infinity) {
       clearTimeout(this.#timer)

@@ -29,7 +29,7 @@
 //     count (the clock is read once per synchronous run of pushes, so a
 //     deadline may come that much early, never late). A push still waiting for room, queued or in flight at its
 //     deadline is rejected then, so no caller outlives deliveryTimeoutMs
-//     (maxWaitMs, when shorter, ends a wait for room first); the sink's own
+//     (maxQueueWaitMs, when shorter, ends a wait for room first); the sink's own
 //     request timeout should be shorter, or the item may land after all.
 //   b.pushAll(items) -> Promise<result>[]
 //     push() for each, except that the items stand or fall together: one

@@ -177,7 +177,7 @@ class HttpSink {
       send: (events) => this.#send(events),
       // lingerMs 0: a push while nothing is in flight goes at once, and what
       // arrives during a request is the next batch (one request in flight).
-      flushIntervalMs: options.lingerMs,
+      lingerMs: options.lingerMs,
       flushWhenIdle: options.lingerMs === 0,
       maxBatchItems: options.maxBatchItems,
       // '[' and ']' around records that each count one separator.
@@ -185,7 +185,7 @@ class HttpSink {
       maxQueuedItems: options.maxQueuedItems,
       maxQueuedBytes: options.maxQueuedBytes,
       overflow: options.overflow,
-      maxWaitMs: options.maxQueueWaitMs,
+      maxQueueWaitMs: options.maxQueueWaitMs,
       maxWaitingItems: options.maxWaitingItems,
       maxWaitingBytes: options.maxWaitingBytes,
       concurrency: 1,
