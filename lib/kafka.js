@@ -1,6 +1,6 @@
 'use strict'
 
-const { createBatcher, checkLimits } = require('./batch')
+const { createBatcher, checkLimits, queueOptions } = require('./batch')
 const { onShutdown, offShutdown } = require('./core/shutdown')
 const { integer, timerMs, oneOf, boolean, resolve } = require('./core/options')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED } = require('./core/errors')
@@ -139,25 +139,14 @@ class WrappedProducer {
     // valid: kafkajs rolls them back on a failed request, so a retry reuses
     // them and the broker drops a copy it already wrote.
     this.#batcher = createBatcher({
+      ...queueOptions(options),
       name: 'kafka',
       send: (items) => this.#sendBatch(items),
       // Lingering applies to messages that arrive while a request is in
       // flight; one that arrives when nothing is in flight is sent at once
       // (see #enqueue), so an idle service pays no linger.
-      lingerMs: options.lingerMs,
       flushWhenIdle: false,
-      maxBatchItems: options.maxBatchItems,
-      maxBatchBytes: options.maxBatchBytes,
-      maxQueuedItems: options.maxQueuedItems,
-      maxQueuedBytes: options.maxQueuedBytes,
-      overflow: options.overflow,
-      maxQueueWaitMs: options.maxQueueWaitMs,
-      maxWaitingItems: options.maxWaitingItems,
-      maxWaitingBytes: options.maxWaitingBytes,
       concurrency: 1,
-      deliveryTimeoutMs: options.deliveryTimeoutMs,
-      retryBackoffMs: options.retryBackoffMs,
-      maxRetryBackoffMs: options.maxRetryBackoffMs,
       sizeOf,
       groupOf,
       isRetriable,

@@ -63,7 +63,7 @@
 
 const { resolve } = require('../core/options')
 const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../core/errors')
-const { spec, checkLimits } = require('./options')
+const { spec, checkLimits, queueOptions } = require('./options')
 const { Batcher } = require('./batcher')
 
 function createBatcher (options) {
@@ -77,4 +77,4 @@ function createBatcher (options) {
   return new Batcher(o)
 }
 
-module.exports = { spec, createBatcher, checkLimits }
+module.exports = { spec, createBatcher, checkLimits, queueOptions }

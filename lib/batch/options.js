@@ -28,6 +28,19 @@ const spec = {
   isRetriable: { default: isRetriableFlag, check: func() },
 }
 
+// The options a sink built on the batcher (createHttpSink, wrapProducer) takes
+// under the same names and hands on as they are.
+const QUEUE_KEYS = [
+  'lingerMs', 'maxBatchItems', 'maxBatchBytes', 'maxQueuedItems', 'maxQueuedBytes', 'overflow', 'maxQueueWaitMs',
+  'maxWaitingItems', 'maxWaitingBytes', 'deliveryTimeoutMs', 'retryBackoffMs', 'maxRetryBackoffMs',
+]
+
+function queueOptions (o) {
+  const out = {}
+  for (const key of QUEUE_KEYS) out[key] = o[key]
+  return out
+}
+
 const waitSpec = { timeoutMs: { default: null, check: nullable(timerMs(0)) } }
 
 // Strings, Buffers and typed arrays measure themselves; anything else needs
@@ -100,4 +113,4 @@ function isRetriable (o, err) {
   }
 }
 
-module.exports = { spec, waitSpec, checkLimits, itemSizeError, deliveryTimeoutError, measure, isRetriable }
+module.exports = { spec, waitSpec, QUEUE_KEYS, queueOptions, checkLimits, itemSizeError, deliveryTimeoutError, measure, isRetriable }

@@ -19,7 +19,7 @@
 // were settled at once and are not sent again.
 const zlib = require('node:zlib')
 const { promisify } = require('node:util')
-const { createBatcher, checkLimits } = require('../batch')
+const { createBatcher, checkLimits, queueOptions } = require('../batch')
 const { parseRetryAfter } = require('./replayable-body')
 const { integer, timerMs, boolean, oneOf, string, nullable, resolve } = require('../core/options')
 const {
@@ -173,25 +173,15 @@ class HttpSink {
     if (options.compression === 'gzip') this.#headers['content-encoding'] = 'gzip'
     const json = options.format === 'json'
     this.#batcher = createBatcher({
+      ...queueOptions(options),
       name: options.name,
       send: (events) => this.#send(events),
       // lingerMs 0: a push while nothing is in flight goes at once, and what
       // arrives during a request is the next batch (one request in flight).
-      lingerMs: options.lingerMs,
       flushWhenIdle: options.lingerMs === 0,
-      maxBatchItems: options.maxBatchItems,
       // '[' and ']' around records that each count one separator.
       maxBatchBytes: options.maxBatchBytes - (json ? 1 : 0),
-      maxQueuedItems: options.maxQueuedItems,
-      maxQueuedBytes: options.maxQueuedBytes,
-      overflow: options.overflow,
-      maxQueueWaitMs: options.maxQueueWaitMs,
-      maxWaitingItems: options.maxWaitingItems,
-      maxWaitingBytes: options.maxWaitingBytes,
       concurrency: 1,
-      deliveryTimeoutMs: options.deliveryTimeoutMs,
-      retryBackoffMs: options.retryBackoffMs,
-      maxRetryBackoffMs: options.maxRetryBackoffMs,
       flushOnSignals: options.flushOnSignals,
       shutdownTimeoutMs: options.shutdownTimeoutMs,
       sizeOf,

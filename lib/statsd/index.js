@@ -3,17 +3,7 @@
 const { isIP } = require('node:net')
 const { resolve } = require('../core/options')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT } = require('../core/errors')
-const {
-  kStatsd,
-  UDP_PACKET_BYTES,
-  AGENT_PACKET_BYTES,
-  HOT_SHOTS_OPTIONS,
-  spec,
-  wrapSpec,
-  defaults,
-  loadHotShots,
-  checkConflicts,
-} = require('./options')
+const { kStatsd, UDP_PACKET_BYTES, AGENT_PACKET_BYTES, HOT_SHOTS_OPTIONS, spec, wrapSpec, defaults, loadHotShots, checkConflicts } = require('./options')
 const { ClientState } = require('./client-state')
 const { HostLookup } = require('./host-lookup')
 
