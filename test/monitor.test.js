@@ -183,6 +183,16 @@ t.test('libuv request names are requests, everything else a handle', async (t) =
   for (const name of handles) t.notOk(isRequest(name), name)
 })
 
+t.test('activeRequests() counts the libuv requests in flight, as the benchmarks read them', async (t) => {
+  const { activeRequests, isRequest } = require('../lib/monitor/resource-types')
+  const stat = new Promise((resolve) => fs.stat(__filename, resolve))
+  const names = process.getActiveResourcesInfo()
+  t.ok(names.includes('FSReqCallback'), 'an fs.stat() in flight is listed')
+  t.equal(activeRequests(), names.filter(isRequest).length, 'every listed request counts, nothing else')
+  t.ok(activeRequests() >= 1)
+  await stat
+})
+
 t.test('c-ares queries are invisible: they are not libuv requests', async (t) => {
   const server = await startDnsServer()
   t.teardown(() => server.close())

@@ -83,10 +83,6 @@ class WaitingLine {
     return this.#fifo.length
   }
 
-  get bytes () {
-    return this.#bytes
-  }
-
   peek () {
     return this.#fifo.peek()
   }
