@@ -1,7 +1,7 @@
 'use strict'
 
 const t = require('tap')
-const { headerValue, headerList } = require('../lib/http/replayable-body')
+const { headerValue, headerList } = require('../lib/http/headers')
 
 t.test('headerValue reads every header form undici accepts', async (t) => {
   t.equal(headerValue(null, 'idempotency-key'), undefined)

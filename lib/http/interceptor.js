@@ -2,7 +2,8 @@
 
 const { errors: undiciErrors } = require('./undici')
 const { channels } = require('../core/diagnostics')
-const { isReplayable, isIterable, readBody, headerValue, headerList, parseRetryAfter } = require('./replayable-body')
+const { isReplayable, isIterable, readBody } = require('./replayable-body')
+const { headerValue, headerList, parseRetryAfter } = require('./headers')
 const { ConnectionQueue } = require('./connection-queue')
 
 // The retries that are always safe, after Go's net/http

@@ -20,7 +20,7 @@
 const zlib = require('node:zlib')
 const { promisify } = require('node:util')
 const { createBatcher, checkLimits, queueOptions } = require('../batch')
-const { parseRetryAfter } = require('./replayable-body')
+const { parseRetryAfter } = require('./headers')
 const { integer, timerMs, boolean, oneOf, string, nullable, resolve } = require('../core/options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
