@@ -23,18 +23,18 @@ const createStatsd = lazy('./lib/statsd', 'createStatsd')
 const wrapStatsd = lazy('./lib/statsd', 'wrapStatsd')
 const createHttpSink = lazy('./lib/http/sink', 'createHttpSink')
 const createMonitor = lazy('./lib/monitor', 'createMonitor')
-const histogram = lazy('./lib/monitor/registry', 'histogram')
-const createOtelProducer = lazy('./lib/monitor/otel', 'createOtelProducer')
+const histogram = lazy('./lib/metrics/registry', 'histogram')
+const createOtelProducer = lazy('./lib/monitor/outputs/otel', 'createOtelProducer')
 
 // A class or an object cannot be wrapped: each is a getter, in the one form
 // that still lets `import { Histogram } from 'io-hygiene'` find it. The error
 // classes load with the first refusal, or here.
 const later = {
   get Histogram () {
-    return require('./lib/monitor/histogram').Histogram
+    return require('./lib/metrics/histogram').Histogram
   },
   get errors () {
-    return require('./lib/errors').codes
+    return require('./lib/core/errors').codes
   },
 }
 

@@ -3,18 +3,9 @@
 // Shared by the benchmarks: libuv active-request sampling, percentiles and
 // the output (a readable table, or one JSON object with --json).
 
-// libuv requests as process.getActiveResourcesInfo() names them (handles and
-// timers are left out): GetAddrInfoReqWrap, FSReqCallback, WriteWrap, ...
-function isRequest (name) {
-  return name.endsWith('ReqWrap') || name.startsWith('FSReq') || name === 'WriteWrap' ||
-    name === 'SendWrap' || name === 'ShutdownWrap' || name === 'ConnectWrap'
-}
-
-function activeRequests () {
-  let n = 0
-  for (const name of process.getActiveResourcesInfo()) if (isRequest(name)) n++
-  return n
-}
+// What counts as an active request is the monitor's definition, so that the
+// benchmarks' activeRequests* and the monitor's active_requests agree.
+const { activeRequests } = require('../lib/monitor/resource-types')
 
 // Samples active requests every `everyMs` on an unref'd timer; sample() may
 // also be called by hand right after a synchronous burst, when the timer

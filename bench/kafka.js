@@ -15,7 +15,7 @@
 //                 across retries by hand, as io-hygiene does (kafkajs rolls a
 //                 failed request's sequence numbers back, so a second request
 //                 handed over meanwhile could be written first)
-//   io-hygiene@lingerMs=0+maxBatchMessages=500  wrapProducer() options, to
+//   io-hygiene@lingerMs=0+maxBatchItems=500  wrapProducer() options, to
 //                 compare settings in one run
 // Scenarios: `wrapper-cost` (no broker: the wrapper's own CPU per message,
 // see wrapperCost()), `throughput` (50,000 messages of ~100 bytes, acks=-1,
@@ -122,8 +122,8 @@ function range (first, end) {
   return Array.from({ length: end - first }, (_, k) => first + k)
 }
 
-// 'io-hygiene@lingerMs=0+maxBatchMessages=500' ->
-// { kind: 'io-hygiene', options: { lingerMs: 0, maxBatchMessages: 500 } }.
+// 'io-hygiene@lingerMs=0+maxBatchItems=500' ->
+// { kind: 'io-hygiene', options: { lingerMs: 0, maxBatchItems: 500 } }.
 // A misspelt kind throws here; a misspelt option throws in wrapProducer().
 function parseLabel (label) {
   const [kind, settings] = label.split('@')

@@ -210,6 +210,7 @@ async function soak (minutes, argv) {
 // The service under soak.
 async function child (config) {
   const { monitorEventLoopDelay } = require('node:perf_hooks')
+  const { isRequest } = require('../lib/monitor/resource-types')
   const dnsModule = require('node:dns')
   const ioh = require('io-hygiene')
   const dnsOptions = { servers: [config.dnsServer] }
@@ -279,7 +280,7 @@ async function child (config) {
     let activeHandles = 0
     for (const type of process.getActiveResourcesInfo()) {
       byType[type] = (byType[type] ?? 0) + 1
-      if (type.endsWith('ReqWrap') || type.startsWith('FSReq') || type === 'WriteWrap' || type === 'ShutdownWrap') activeRequests++
+      if (isRequest(type)) activeRequests++
       else activeHandles++
     }
     const mem = process.memoryUsage()

@@ -1,9 +1,9 @@
 'use strict'
 
 // The error classes load with the first refusal: valid options never need them.
-const errors = () => require('./errors')
-const { PREFIX, mayBeOurs } = require('./options')
-const { distance } = require('./distance')
+const errors = () => require('./core/errors')
+const { PREFIX, mayBeOurs } = require('./core/options')
+const { distance } = require('./core/distance')
 
 // install() options from IO_HYGIENE_* environment variables. IO_HYGIENE_<MODULE>=0
 // turns a module off; IO_HYGIENE_<MODULE>_<OPTION> sets an option (maxTtlMs ->

@@ -1,8 +1,8 @@
 'use strict'
 
-const { resolve, mayMentionUs } = require('./options')
+const { resolve, mayMentionUs } = require('./core/options')
 // The error classes load with the first refusal: valid options never need them.
-const errors = () => require('./errors')
+const errors = () => require('./core/errors')
 
 // The modules install() applies, in this order. Each one has a spec (its
 // options, validated before anything is touched) and an apply(cfg) that

@@ -1,10 +1,10 @@
 'use strict'
 
-const { createBatcher } = require('./batch')
-const { onShutdown, offShutdown } = require('./shutdown')
-const { integer, timerMs, oneOf, boolean, resolve } = require('./options')
+const { createBatcher, checkLimits, queueOptions } = require('./batch')
+const { onShutdown, offShutdown } = require('./core/shutdown')
+const { integer, timerMs, oneOf, boolean, resolve } = require('./core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED } = require('./errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED } = require('./core/errors')
 
 // Defaults, and why, are in the README's kafka table; a test keeps the two equal.
 const spec = {
@@ -18,18 +18,20 @@ const spec = {
   // whatever its size, so fewer, larger requests go faster; a batch's client
   // work is one event-loop stall, quadratic in its size with kafkajs's own
   // grouping, linear with the one io-hygiene puts in its place
-  // (lib/kafkajs-patch.js). 1,000 was measured with kafkajs's grouping
-  // (bench/kafka.js), and stays where the stall is a few milliseconds.
-  maxBatchMessages: { default: 1000, check: integer(1) },
+  // (kafkajs-patch.js). 1,000 was measured with kafkajs's grouping
+  // (bench/kafka.js), and stays where the stall is a few milliseconds. The
+  // batcher's name, not librdkafka's: batch.num.messages bounds one
+  // partition's batch, this one whole request.
+  maxBatchItems: { default: 1000, check: integer(1) },
   maxBatchBytes: { default: 1_000_000, check: integer(1) },
   // The memory bound on everything not yet acknowledged.
-  maxQueuedMessages: { default: 100_000, check: integer(1) },
+  maxQueuedItems: { default: 100_000, check: integer(1) },
   maxQueuedBytes: { default: 64 * 1024 * 1024, check: integer(1) },
   // A full queue makes send() wait for room (back-pressure), or reject.
   overflow: { default: 'wait', check: oneOf('wait', 'reject') },
   // The Java producer's max.block.ms: how long send() waits for room.
   maxQueueWaitMs: { default: 60_000, check: timerMs(0) },
-  maxWaitingMessages: { default: 10_000, check: integer(0) },
+  maxWaitingItems: { default: 10_000, check: integer(0) },
   maxWaitingBytes: { default: 16 * 1024 * 1024, check: integer(0) },
   // The Java producer's delivery.timeout.ms, counted from the send() call
   // (waiting for room, linger, flight and retries included): long enough to
@@ -41,7 +43,7 @@ const spec = {
   maxRetryBackoffMs: { default: 1_000, check: timerMs(0) },
   // Kubernetes stops a pod with SIGTERM: drain (send what is queued, wait
   // for its acknowledgements, disconnect) before the signal does what it
-  // would have done (lib/shutdown.js), so nothing queued is lost.
+  // would have done (lib/core/shutdown.js), so nothing queued is lost.
   flushOnSignals: { default: true, check: boolean() },
   // Bounds that drain, inside Kubernetes' default 30 s grace period.
   shutdownTimeoutMs: { default: 10_000, check: timerMs(1) },
@@ -148,25 +150,14 @@ class WrappedProducer {
     // valid: kafkajs rolls them back on a failed request, so a retry reuses
     // them and the broker drops a copy it already wrote.
     this.#batcher = createBatcher({
+      ...queueOptions(options),
       name: 'kafka',
       send: (items) => this.#sendBatch(items),
       // Lingering applies to messages that arrive while a request is in
       // flight; one that arrives when nothing is in flight is sent at once
       // (see #enqueue), so an idle service pays no linger.
-      flushIntervalMs: options.lingerMs,
       flushWhenIdle: false,
-      maxBatchItems: options.maxBatchMessages,
-      maxBatchBytes: options.maxBatchBytes,
-      maxQueuedItems: options.maxQueuedMessages,
-      maxQueuedBytes: options.maxQueuedBytes,
-      overflow: options.overflow,
-      maxWaitMs: options.maxQueueWaitMs,
-      maxWaitingItems: options.maxWaitingMessages,
-      maxWaitingBytes: options.maxWaitingBytes,
       concurrency: 1,
-      deliveryTimeoutMs: options.deliveryTimeoutMs,
-      retryBackoffMs: options.retryBackoffMs,
-      maxRetryBackoffMs: options.maxRetryBackoffMs,
       sizeOf,
       groupOf,
       isRetriable,
@@ -482,11 +473,7 @@ function merge (lists) {
 // that ride out a broker restart.
 function wrapProducer (producer, options) {
   const resolved = resolve(where, spec, options)
-  for (const [batch, queued] of [['maxBatchMessages', 'maxQueuedMessages'], ['maxBatchBytes', 'maxQueuedBytes'], ['retryBackoffMs', 'maxRetryBackoffMs']]) {
-    if (resolved[batch] > resolved[queued]) {
-      throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, `${batch} (${resolved[batch]}) must not exceed ${queued} (${resolved[queued]})`)
-    }
-  }
+  checkLimits(where, resolved)
   if (producer === null || typeof producer !== 'object' || typeof producer.sendBatch !== 'function') {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer())')
   }

@@ -36,7 +36,7 @@ t.test('TTLs are clamped to [minTtlMs, maxTtlMs]', async (t) => {
     server.set('short.test', { a: ['10.0.1.1'], ttl: 1 })
     const asked = performance.now()
     await lookup('short.test')
-    t.ok(cache[kInspect]('short.test', 0).entry.expiresAt >= asked + 10_000, 'fresh for minTtlMs, not the record\'s 1 s')
+    t.ok(cache[kInspect]('short.test', 0).entry.dueAt >= asked + 10_000, 'fresh for minTtlMs, not the record\'s 1 s')
     const queries = server.queries
     server.set('short.test', { a: ['10.0.1.2'], ttl: 1 })
     t.equal((await lookup('short.test')).address, '10.0.1.1')
@@ -49,8 +49,8 @@ t.test('TTLs are clamped to [minTtlMs, maxTtlMs]', async (t) => {
     server.set('long.test', { a: ['10.0.2.1'], ttl: 3600 })
     const asked = performance.now()
     await lookup('long.test')
-    t.ok(cache[kInspect]('long.test', 0).entry.expiresAt <= performance.now() + 1000, 'fresh for maxTtlMs, not the record\'s hour')
-    t.ok(cache[kInspect]('long.test', 0).entry.expiresAt >= asked + 1000)
+    t.ok(cache[kInspect]('long.test', 0).entry.dueAt <= performance.now() + 1000, 'fresh for maxTtlMs, not the record\'s hour')
+    t.ok(cache[kInspect]('long.test', 0).entry.dueAt >= asked + 1000)
     server.set('long.test', { a: ['10.0.2.2'], ttl: 3600 })
     t.ok(await untilStale(cache, 'long.test'))
     await lookup('long.test')
@@ -482,4 +482,55 @@ t.test('lookup() returns a request with GetAddrInfoReqWrap\'s public fields; err
   const copy = copyError(custom, 'A.test')
   t.equal(copy.message, 'lookup failed for A.test')
   t.equal(copy.stack, 'Error: lookup failed for A.test', 'a stack that does not start with the message is not copied')
+})
+
+t.test('promise lookups of a cached error reject at once, each with its own error', async (t) => {
+  const { cache } = await cacheWithServer(t)
+  const first = await cache.lookupAsync('nowhere.test').catch((err) => err)
+  const second = await cache.lookupAsync('nowhere.test').catch((err) => err)
+  t.equal(first.code, 'ENOTFOUND')
+  t.not(first, second)
+  t.same({ ...first }, { ...second })
+  t.equal(cache.stats().negativeHits, 1)
+})
+
+t.test('a TTL of 0 with minTtlMs 0 is never fresh: every lookup refreshes, stale meanwhile', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0 })
+  server.set('zero.test', { a: ['10.8.0.1'], ttl: 0 })
+  await lookup('zero.test')
+  // Fresh only until the TTL query answers (0 s); from then on every lookup is stale.
+  t.ok(await eventually(async () => {
+    t.same(await lookup('zero.test'), { address: '10.8.0.1', family: 4 })
+    return cache.stats().staleServed > 0
+  }))
+  t.ok(cache.stats().refreshes >= 1)
+  t.equal(cache.stats().misses, 1, 'one miss; every later lookup was served')
+})
+
+t.test('after a failed refresh the stale answer is served without a new refresh until errorTtlMs passes', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0, errorTtlMs: 60_000 })
+  server.set('backoff.test', { a: ['10.6.6.1'], ttl: 1 })
+  await lookup('backoff.test')
+  t.ok(await untilStale(cache, 'backoff.test'))
+  server.mode = 'refuse'
+  await lookup('backoff.test')
+  t.ok(await eventually(() => cache.stats().errors.EREFUSED === 1))
+  server.mode = 'answer'
+  for (let i = 0; i < 10; i++) t.equal((await lookup('backoff.test')).address, '10.6.6.1')
+  const stale = await cache.lookupAsync('backoff.test')
+  t.same(stale, { address: '10.6.6.1', family: 4 }, 'the promise API serves stale too')
+  t.equal(cache.stats().refreshes, 1, 'no refresh before errorTtlMs')
+})
+
+t.test('stale answers follow a record that moved, one refresh per expiry', async (t) => {
+  const { server, cache, lookup } = await cacheWithServer(t, { minTtlMs: 0 })
+  server.set('mover.test', { a: ['10.7.7.1'], ttl: 1 })
+  await lookup('mover.test')
+  for (let round = 2; round <= 3; round++) {
+    server.set('mover.test', { a: [`10.7.7.${round}`], ttl: 1 })
+    t.ok(await untilStale(cache, 'mover.test'))
+    await Promise.all(Array.from({ length: 20 }, () => lookup('mover.test')))
+    t.ok(await eventually(async () => (await lookup('mover.test')).address === `10.7.7.${round}`))
+  }
+  t.equal(cache.stats().refreshes, 2)
 })

@@ -6,7 +6,7 @@
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
-const { codes } = require('../lib/errors')
+const { codes } = require('../lib/core/errors')
 
 const root = path.join(__dirname, '..')
 const types = fs.readFileSync(path.join(root, 'types', 'index.d.ts'), 'utf8')
@@ -119,7 +119,7 @@ for (const [name, spec] of Object.entries(modules)) {
 t.test('docs/channels.md lists every diagnostics channel, and no other', async (t) => {
   const { files, rows } = table('channels')
   t.same(files, ['docs/channels.md'])
-  const { channels } = require('../lib/diagnostics')
+  const { channels } = require('../lib/core/diagnostics')
   t.same(rows.map(([name]) => name.replace(/`/g, '')).sort(), Object.values(channels).map((c) => c.name).sort())
 })
 

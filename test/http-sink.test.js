@@ -472,7 +472,7 @@ t.test('the pushes waiting for room are bounded, as the batcher bounds them', as
 })
 
 t.test('redactUrl() keeps no credentials, query or fragment; printable() escapes controls', async (t) => {
-  const { redactUrl, printable } = require('../lib/errors')
+  const { redactUrl, printable } = require('../lib/core/errors')
   t.equal(redactUrl('https://user:pw@h.test:8443/a/b?api_key=1#frag'), 'https://<redacted>@h.test:8443/a/b?<redacted>')
   t.equal(redactUrl('http://h.test/'), 'http://h.test/')
   t.equal(redactUrl('not a url'), '<invalid URL>')

@@ -7,8 +7,9 @@ const util = require('node:util')
 const { execFile } = require('node:child_process')
 const ioHygiene = require('..')
 const { modules, ALREADY_INSTALLED } = require('../lib/install')
-const { integer, oneOf, func, nullable } = require('../lib/options')
+const { integer, oneOf, func, nullable } = require('../lib/core/options')
 const { optionsFromEnv, envName, knownVariables, distance } = require('../lib/env')
+const { currentCache } = require('../lib/dns')
 
 const originalLookup = dns.lookup
 const originalPromise = dns.promises.lookup
@@ -101,8 +102,19 @@ t.test('bad options throw before anything is touched', async (t) => {
 
 t.test('dns: false installs nothing', async (t) => {
   const handle = ioHygiene.install({ dns: false })
+  t.teardown(() => handle.uninstall())
   t.equal(handle.dns, null)
   t.equal(dns.lookup, originalLookup)
+  t.equal(currentCache(), null, 'no cache serves dns.lookup')
+})
+
+// statsd and the monitor ask the dns feature, not install.js, which cache answers now.
+t.test('currentCache() is the installed cache only while it is installed', async (t) => {
+  t.equal(currentCache(), null, 'before install()')
+  const handle = ioHygiene.install()
+  t.equal(currentCache(), handle.dns, 'after install()')
+  handle.uninstall()
+  t.equal(currentCache(), null, 'after uninstall()')
 })
 
 t.test('someone patching after us keeps their wrapper; ours then passes through', async (t) => {
@@ -148,7 +160,7 @@ t.test('a second copy of io-hygiene sees the first one', async (t) => {
   for (const [k, v] of saved) require.cache[k] = v
   t.not(second, ioHygiene, 'a separate copy')
   t.equal(second.installed(), first, 'it finds the installed handle')
-  const { originalOf } = require('../lib/dns')
+  const { originalOf } = require('../lib/core/patch')
   t.equal(originalOf(dns.lookup), originalLookup)
 })
 
@@ -376,8 +388,8 @@ t.test('install() loads only what its modules need before their first use', asyn
   `
   const { code, out, stderr } = await run(['-e', script])
   t.equal(code, 0, stderr)
-  const later = ['lib/env.js', 'lru-cache', 'undici', 'lib/dns/resolve.js', 'lib/dns/hosts.js', 'lib/dns/ip.js', 'lib/dns/expiry.js', 'lib/monitor/index.js', 'lib/monitor/registry.js',
-    'lib/batch.js', 'lib/kafka.js', 'lib/statsd.js', 'lib/http/sink.js', 'lib/http/agent.js', 'lib/diagnostics.js', 'lib/errors.js']
+  const later = ['lib/env.js', 'lru-cache', 'undici', 'lib/dns/upstream.js', 'lib/dns/hosts.js', 'lib/dns/ip.js', 'lib/dns/expiry.js', 'lib/monitor/index.js', 'lib/metrics/registry.js',
+    'lib/batch/batcher.js', 'lib/kafka.js', 'lib/statsd/index.js', 'lib/statsd/options.js', 'lib/statsd/client-state.js', 'lib/statsd/host-lookup.js', 'lib/http/sink.js', 'lib/http/agent.js', 'lib/core/diagnostics.js', 'lib/core/errors.js']
   for (const when of ['atStart', 'idle']) {
     for (const file of later) t.notOk(out[when].files.includes(file), `${when}: ${file} not loaded`)
     for (const builtin of ['net', 'dgram', 'diagnostics_channel']) t.notOk(out[when].builtins.includes(builtin), `${when}: node:${builtin} not asked for`)
@@ -386,7 +398,7 @@ t.test('install() loads only what its modules need before their first use', asyn
   t.ok(out.atStart.files.includes('lib/dns/cache.js'), 'the cache itself is there')
   t.ok(out.atStart.builtins.includes('dns'), 'node:dns is asked for, to be patched')
   t.equal(out.address, '127.0.0.1', 'the first lookup answers')
-  for (const file of ['lru-cache', 'lib/dns/resolve.js', 'lib/dns/ip.js', 'lib/diagnostics.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
+  for (const file of ['lru-cache', 'lib/dns/upstream.js', 'lib/dns/ip.js', 'lib/core/diagnostics.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
   for (const builtin of ['net', 'diagnostics_channel']) t.ok(out.afterLookup.builtins.includes(builtin), `node:${builtin}, by the first lookup`)
   t.notOk(out.afterLookup.files.includes('@opentelemetry'), 'nor any @opentelemetry module after it')
 })
@@ -440,7 +452,7 @@ t.test('every function the package exports is its module\'s, arguments and error
     ['wrapStatsd', '../lib/statsd', [client, { prefx: 'x.' }]],
     ['createHttpSink', '../lib/http/sink', [{}]],
     ['createMonitor', '../lib/monitor', [{ intervalMs: -1 }]],
-    ['histogram', '../lib/monitor/registry', ['ok.kind', ['not', 'labels']]],
+    ['histogram', '../lib/metrics/registry', ['ok.kind', ['not', 'labels']]],
   ]
   for (const [name, file, args] of calls) {
     let expected = null

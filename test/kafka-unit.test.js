@@ -38,7 +38,8 @@ t.test('options are validated by name', async (t) => {
   t.throws(() => wrapProducer(producer, { lingerMs: -1 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' })
   t.throws(() => wrapProducer(producer, { lingerMs: '5' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => wrapProducer(producer, { overflow: 'drop' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
-  t.throws(() => wrapProducer(producer, { maxBatchMessages: 10, maxQueuedMessages: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
+  t.throws(() => wrapProducer(producer, { maxBatchMessages: 10 }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION' }, 'the old name of maxBatchItems')
+  t.throws(() => wrapProducer(producer, { maxBatchItems: 10, maxQueuedItems: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
   t.throws(() => wrapProducer(producer, { maxBatchBytes: 10, maxQueuedBytes: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
   t.throws(() => wrapProducer(producer, { retryBackoffMs: 10, maxRetryBackoffMs: 5 }), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS' })
   t.throws(() => wrapProducer(null), { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT' })
@@ -47,7 +48,7 @@ t.test('options are validated by name', async (t) => {
   t.throws(() => wrapProducer(wrapped), { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT' }, 'wrapping twice')
   t.throws(() => wrapProducer(producer, { flushOnSignals: 'yes' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION', message: /flushOnSignals/ })
   t.throws(() => wrapProducer(producer, { shutdownTimeoutMs: 0 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE', message: /shutdownTimeoutMs/ })
-  t.same(Object.keys(spec).sort(), ['deliveryTimeoutMs', 'flushOnSignals', 'lingerMs', 'maxBatchBytes', 'maxBatchMessages', 'maxQueueWaitMs', 'maxQueuedBytes', 'maxQueuedMessages', 'maxRetryBackoffMs', 'maxWaitingBytes', 'maxWaitingMessages', 'overflow', 'retryBackoffMs', 'shutdownTimeoutMs'])
+  t.same(Object.keys(spec).sort(), ['deliveryTimeoutMs', 'flushOnSignals', 'lingerMs', 'maxBatchBytes', 'maxBatchItems', 'maxQueueWaitMs', 'maxQueuedBytes', 'maxQueuedItems', 'maxRetryBackoffMs', 'maxWaitingBytes', 'maxWaitingItems', 'overflow', 'retryBackoffMs', 'shutdownTimeoutMs'])
   t.equal(spec.flushOnSignals.default, true, 'nothing queued is lost on a Kubernetes SIGTERM')
   t.equal(spec.shutdownTimeoutMs.default, 10_000)
   await wrapped.disconnect()
@@ -74,7 +75,7 @@ t.test('bad calls reject before anything is queued', async (t) => {
 
 t.test('results: each call gets its topics, and only its partitions when it named them', async (t) => {
   const producer = fakeProducer()
-  const wrapped = wrapProducer(producer, { maxBatchMessages: 2 })
+  const wrapped = wrapProducer(producer, { maxBatchItems: 2 })
   t.teardown(() => wrapped.disconnect())
   const [split, named, other] = await Promise.all([
     // Three messages over two requests: one entry per partition, the first's.
@@ -210,7 +211,7 @@ t.test('with overflow "reject", a call that does not fit whole is refused whole,
       return request.topicMessages.map(({ topic }) => ({ topicName: topic, partition: 0, errorCode: 0, baseOffset: '0' }))
     },
   })
-  const wrapped = wrapProducer(producer, { overflow: 'reject', maxQueuedMessages: 4, maxBatchMessages: 4 })
+  const wrapped = wrapProducer(producer, { overflow: 'reject', maxQueuedItems: 4, maxBatchItems: 4 })
   t.teardown(() => wrapped.disconnect())
   const first = wrapped.send({ topic: 't', messages: [{ value: 'a' }, { value: 'b' }] })
   // Two held, two free: a call of three is refused before any of it is queued.

@@ -156,7 +156,7 @@ t.test('flushes on the linger, on the message cap and on the byte cap', async (t
 
   t.test('message cap', async (t) => {
     const { raw, requests } = await spiedProducer(t)
-    const producer = wrapProducer(raw, { maxBatchMessages: 10 })
+    const producer = wrapProducer(raw, { maxBatchItems: 10 })
     t.teardown(() => producer.disconnect())
     await Promise.all(Array.from({ length: 35 }, (_, i) => producer.send({ topic, messages: [{ value: `m${i}` }] })))
     const sizes = requests.map((r) => r.topicMessages[0].messages.length)
@@ -197,14 +197,14 @@ t.test('flushes on the linger, on the message cap and on the byte cap', async (t
 t.test('a full queue makes send() wait for room, or reject with overflow: "reject"', async (t) => {
   const topic = await createTopic()
   const { raw } = await spiedProducer(t)
-  const waiting = wrapProducer(raw, { maxQueuedMessages: 5, maxBatchMessages: 5 })
+  const waiting = wrapProducer(raw, { maxQueuedItems: 5, maxBatchItems: 5 })
   const results = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => waiting.send({ topic, messages: [{ value: `w${i}` }] })))
   t.ok(results.every((r) => r.status === 'fulfilled'), 'every waiting send was delivered')
   t.equal(waiting.stats().dropped, 0)
   await waiting.flush()
 
   const { raw: raw2 } = await spiedProducer(t)
-  const rejecting = wrapProducer(raw2, { maxQueuedMessages: 5, maxBatchMessages: 5, overflow: 'reject' })
+  const rejecting = wrapProducer(raw2, { maxQueuedItems: 5, maxBatchItems: 5, overflow: 'reject' })
   t.teardown(() => Promise.all([waiting.disconnect(), rejecting.disconnect()]))
   const settled = await Promise.allSettled(Array.from({ length: 40 }, (_, i) => rejecting.send({ topic, messages: [{ value: `r${i}` }] })))
   const rejected = settled.filter((r) => r.status === 'rejected')

@@ -11,8 +11,8 @@ const { execFile } = require('node:child_process')
 const { MeterProvider, MetricReader, AggregationTemporality } = require('@opentelemetry/sdk-metrics')
 const { PrometheusExporter } = require('@opentelemetry/exporter-prometheus')
 const { createMonitor } = require('..')
-const { histogram, series } = require('../lib/monitor/registry')
-const { BOUNDARIES } = require('../lib/monitor/otel')
+const { histogram, series } = require('../lib/metrics/registry')
+const { BOUNDARIES } = require('../lib/monitor/outputs/otel')
 
 const QUIET = { intervalMs: 2 ** 31 - 1, conditions: [] }
 
@@ -239,7 +239,7 @@ t.test('alerts become log records only when a logger provider is given', async (
 // caches the resolution).
 t.test('otel: true needs @opentelemetry/api, and says so', async (t) => {
   const Module = require('node:module')
-  const file = require.resolve('../lib/monitor/otel')
+  const file = require.resolve('../lib/monitor/outputs/otel')
   const cached = require.cache[file]
   delete require.cache[file]
   const resolveFilename = Module._resolveFilename
@@ -304,7 +304,7 @@ t.test('with the option off, no @opentelemetry module is loaded', async (t) => {
     const files = Object.keys(require.cache)
     process.stdout.write(JSON.stringify({
       otel: files.filter((f) => f.includes('@opentelemetry')),
-      output: files.filter((f) => f.endsWith('lib/monitor/otel.js')),
+      output: files.filter((f) => f.endsWith('lib/monitor/outputs/otel.js')),
       monitor: files.some((f) => f.endsWith('lib/monitor/index.js')),
     }))
   `

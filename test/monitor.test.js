@@ -96,13 +96,16 @@ t.test('conditions parse, or fail with ERR_IO_HYGIENE_INVALID_CONDITION naming w
 })
 
 t.test('a near miss of a resource type Node reports is refused: its condition could never fire', async (t) => {
-  const { parseCondition, RESOURCE_TYPES } = require('../lib/monitor/conditions')
+  const { parseCondition } = require('../lib/monitor/conditions')
+  const { RESOURCE_TYPES } = require('../lib/monitor/resource-types')
   const d = { cooldownMs: 0 }
   for (const [typo, meant] of [['GetAddrInfoReqWraps', 'GetAddrInfoReqWrap'], ['Getaddrinforeqwrap', 'GetAddrInfoReqWrap'], ['Timeouts', 'Timeout'], ['FsReqCallback', 'FSReqCallback'], ['TCPSockWrap', 'TCPSocketWrap']]) {
     t.throws(() => parseCondition(`${typo} > 100 for 3 samples`, d),
       { code: 'ERR_IO_HYGIENE_INVALID_CONDITION', message: `unknown resource type "${typo}" (did you mean ${meant}?` }, typo)
   }
   t.throws(() => createMonitor({ conditions: ['GetAddrInfoReqWraps > 100 for 3 samples'] }), { code: 'ERR_IO_HYGIENE_INVALID_CONDITION' })
+  t.throws(() => parseCondition('TCPConnectWrap > 10', d),
+    { code: 'ERR_IO_HYGIENE_INVALID_CONDITION', message: 'unknown resource type "TCPConnectWrap" (did you mean ConnectWrap?' }, 'an async_hooks name Node never reports')
   t.equal(parseCondition('SomeFutureWrap > 1', d).metric, 'SomeFutureWrap', 'a name far from every known type may be a newer Node\'s')
   // What this Node reports for the resources the test holds is known.
   const server = net.createServer()
@@ -171,13 +174,23 @@ t.test('requests and handles are counted by type, from resources this test creat
 })
 
 t.test('libuv request names are requests, everything else a handle', async (t) => {
-  const { isRequest } = require('../lib/monitor/sampler')
+  const { isRequest } = require('../lib/monitor/resource-types')
   const requests = ['GetAddrInfoReqWrap', 'GetNameInfoReqWrap', 'FSReqCallback', 'FSReqPromise', 'WriteWrap',
-    'SimpleWriteWrap', 'ShutdownWrap', 'SendWrap', 'ConnectWrap', 'TCPConnectWrap', 'PipeConnectWrap', 'CloseReq']
+    'SimpleWriteWrap', 'ShutdownWrap', 'SimpleShutdownWrap', 'SendWrap', 'ConnectWrap', 'CloseReq']
   const handles = ['TCPSocketWrap', 'TCPServerWrap', 'UDPWrap', 'PipeWrap', 'TTYWrap', 'Timeout', 'Immediate',
     'ProcessWrap', 'SignalWrap', 'FSEventWrap', 'StatWatcher', 'MessagePort']
   for (const name of requests) t.ok(isRequest(name), name)
   for (const name of handles) t.notOk(isRequest(name), name)
+})
+
+t.test('activeRequests() counts the libuv requests in flight, as the benchmarks read them', async (t) => {
+  const { activeRequests, isRequest } = require('../lib/monitor/resource-types')
+  const stat = new Promise((resolve) => fs.stat(__filename, resolve))
+  const names = process.getActiveResourcesInfo()
+  t.ok(names.includes('FSReqCallback'), 'an fs.stat() in flight is listed')
+  t.equal(activeRequests(), names.filter(isRequest).length, 'every listed request counts, nothing else')
+  t.ok(activeRequests() >= 1)
+  await stat
 })
 
 t.test('c-ares queries are invisible: they are not libuv requests', async (t) => {

@@ -3,7 +3,7 @@
 const t = require('tap')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
-const { integer, timerMs, MAX_TIMER_MS, boolean, oneOf, func, string, stringArray, object, nullable, resolve, defaultsOf } = require('../lib/options')
+const { integer, timerMs, MAX_TIMER_MS, boolean, oneOf, func, string, stringArray, object, nullable, resolve, defaultsOf } = require('../lib/core/options')
 
 // Every module's options, as install() and the factories resolve them.
 const SPECS = {

@@ -45,6 +45,21 @@ function dgramCapturesLookup () {
 
 const { eventually } = require('./helpers/wait')
 
+// A fresh copy of lib/statsd/ (every file: its module state, the live clients
+// and the exiting flag, is spread over them); the cached copy is put back.
+const STATSD_DIR = path.join(__dirname, '../lib/statsd') + path.sep
+function freshStatsd () {
+  const ours = () => Object.keys(require.cache).filter((k) => k.startsWith(STATSD_DIR))
+  const saved = ours().map((k) => [k, require.cache[k]])
+  for (const [k] of saved) delete require.cache[k]
+  try {
+    return require('../lib/statsd')
+  } finally {
+    for (const k of ours()) delete require.cache[k]
+    for (const [k, m] of saved) require.cache[k] = m
+  }
+}
+
 async function receiver (t, options) {
   const r = await startStatsdReceiver(options)
   t.teardown(() => r.close())
@@ -354,11 +369,7 @@ t.test('a SIGTERM handler of the application\'s own decides: metrics sent, the p
 t.test('the exit flush sends synchronously to the last known address (in-process)', async (t) => {
   // A fresh copy of the module, so that its "exiting" state stays its own;
   // its 'exit' listener is called directly instead of exiting this process.
-  const file = require.resolve('../lib/statsd')
-  const cached = require.cache[file]
-  delete require.cache[file]
-  const fresh = require('../lib/statsd')
-  require.cache[file] = cached
+  const fresh = freshStatsd()
   const r = await receiver(t)
   const { server, cache } = await dnsWithCache(t)
   server.set('exit.test', { a: ['127.0.0.1'], ttl: 60 })
@@ -512,17 +523,13 @@ t.test('close() has a deadline: sends stuck on DNS fail, and close() still resol
 })
 
 t.test('on a signal the client closes within shutdownTimeoutMs, not closeTimeoutMs', async (t) => {
-  // The hooks lib/shutdown.js calls on SIGTERM/SIGINT and beforeExit, taken
+  // The hooks lib/core/shutdown.js calls on SIGTERM/SIGINT and beforeExit, taken
   // from a fresh copy of the module (the signal itself is tested in children).
-  const shutdown = require('../lib/shutdown')
+  const shutdown = require('../lib/core/shutdown')
   const onShutdown = shutdown.onShutdown
   const hooks = []
   shutdown.onShutdown = (owner, h) => hooks.push(h)
-  const file = require.resolve('../lib/statsd')
-  const cached = require.cache[file]
-  delete require.cache[file]
-  const fresh = require('../lib/statsd')
-  require.cache[file] = cached
+  const fresh = freshStatsd()
   shutdown.onShutdown = onShutdown
   const printed = silence(t)
   const r = await receiver(t)
@@ -761,9 +768,6 @@ t.test('wrapStatsd(): what can change after construction does; a coded warning n
 
 t.test('createStatsd() needs hot-shots, and says so', async (t) => {
   const Module = require('node:module')
-  const file = require.resolve('../lib/statsd')
-  const cached = require.cache[file]
-  delete require.cache[file]
   const resolveFilename = Module._resolveFilename
   Module._resolveFilename = function (request, ...rest) {
     if (request === 'hot-shots') throw Object.assign(new Error('Cannot find module \'hot-shots\''), { code: 'MODULE_NOT_FOUND' })
@@ -771,9 +775,8 @@ t.test('createStatsd() needs hot-shots, and says so', async (t) => {
   }
   t.teardown(() => {
     Module._resolveFilename = resolveFilename
-    require.cache[file] = cached
   })
-  const fresh = require('../lib/statsd')
+  const fresh = freshStatsd()
   t.throws(() => fresh.createStatsd({ host: '127.0.0.1' }),
     { code: 'ERR_IO_HYGIENE_MISSING_PEER', message: /hot-shots/, cause: { code: 'MODULE_NOT_FOUND' } })
 })
@@ -781,11 +784,7 @@ t.test('createStatsd() needs hot-shots, and says so', async (t) => {
 t.test('two clients share the exit listeners and remove them when both close', async (t) => {
   // A fresh copy of the module: its set of live clients starts empty, and its
   // listeners are told apart from any other copy's.
-  const file = require.resolve('../lib/statsd')
-  const cached = require.cache[file]
-  delete require.cache[file]
-  const fresh = require('../lib/statsd')
-  require.cache[file] = cached
+  const fresh = freshStatsd()
   const events = ['exit', 'beforeExit']
   const before = Object.fromEntries(events.map((e) => [e, process.listeners(e)]))
   const added = () => events.map((e) => process.listeners(e).filter((fn) => !before[e].includes(fn)).length)

@@ -150,13 +150,13 @@ export interface BatcherSendInfo { group: unknown; attempt: number }
 export interface BatcherOptions<T, R = unknown> {
   send: (items: T[], info: BatcherSendInfo) => Promise<R[] | void> | R[] | void
   name?: string
-  flushIntervalMs?: number
+  lingerMs?: number
   maxBatchItems?: number
   maxBatchBytes?: number
   maxQueuedItems?: number
   maxQueuedBytes?: number
   overflow?: 'wait' | 'reject'
-  maxWaitMs?: number
+  maxQueueWaitMs?: number
   maxWaitingItems?: number
   maxWaitingBytes?: number
   concurrency?: number
@@ -183,7 +183,6 @@ export interface BatcherStats {
   retried: number
   flushes: number
   flushErrors: number
-  flushLatencyMs: { bounds: readonly number[]; counts: number[] }
 }
 
 export interface Batcher<T, R = unknown> {
@@ -441,13 +440,13 @@ export declare function createHttpSink(options: HttpSinkOptions): HttpSink
 
 export interface WrapProducerOptions {
   lingerMs?: number
-  maxBatchMessages?: number
+  maxBatchItems?: number
   maxBatchBytes?: number
-  maxQueuedMessages?: number
+  maxQueuedItems?: number
   maxQueuedBytes?: number
   overflow?: 'wait' | 'reject'
   maxQueueWaitMs?: number
-  maxWaitingMessages?: number
+  maxWaitingItems?: number
   maxWaitingBytes?: number
   deliveryTimeoutMs?: number
   retryBackoffMs?: number

@@ -47,7 +47,7 @@ expectType<Promise<LookupAddress[]>>(cache.lookupAsync('example.test', { all: tr
 const code: string = new errors.ERR_IO_HYGIENE_CLOSED('batcher').code
 expectType<string>(code)
 
-const batcher = createBatcher<string, number>({ send: async (items) => items.map((s) => s.length), maxBatchItems: 10 })
+const batcher = createBatcher<string, number>({ send: async (items) => items.map((s) => s.length), maxBatchItems: 10, lingerMs: 5, maxQueueWaitMs: 1000 })
 expectType<Promise<number>>(batcher.push('x'))
 expectType<Array<Promise<number>>>(batcher.pushAll(['x', 'y']))
 expectType<BatcherStats>(batcher.stats())
@@ -63,7 +63,7 @@ createStatsd({ global_tags: ['env:test'] })
 createStatsd({ maxBufferSize: null })
 
 declare const kafkajsProducer: import('kafkajs').Producer
-const producer = wrapProducer(kafkajsProducer, { lingerMs: 5 })
+const producer = wrapProducer(kafkajsProducer, { lingerMs: 5, maxBatchItems: 500 })
 expectType<'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'>(producer.stats().kafkajsPatch)
 expectType<number>(producer.stats().retried)
 install({ kafkajs: false })

@@ -19,7 +19,7 @@ const SLOTS = 24 // 3 families x 8 hint combinations
 // One cached answer (or error) for one (hostname, family, hints).
 class Entry {
   fresh = false // answer is within its TTL (kept by Expiry, no clock read)
-  expiresAt = 0 // when it stops being fresh, while in Expiry's heap
+  dueAt = 0 // when it stops being fresh, while in Expiry's heap
   heapIndex = -1 // its place in Expiry's heap, -1 when not there
   released = false // left the LRU: whatever is still in flight keeps nothing
   answer = null // [{ address, family }] in resolver order
@@ -30,7 +30,7 @@ class Entry {
   refreshing = false
   retryAt = 0
   waiters = null // callers of the first resolution, while it is in flight
-  route = null // the name DNS answers for it, once learned (resolve.js)
+  route = null // the name DNS answers for it, once learned (upstream.js)
   ttlMs = 0 // how long its answer was last kept fresh
 }
 
@@ -193,7 +193,7 @@ class DnsCache {
         this.#latency.error.record(now - started)
         this.#errors[err.code] = (this.#errors[err.code] ?? 0) + 1
         if (channels.dnsError.hasSubscribers) channels.dnsError.publish({ hostname, family, hints, error: err, refresh })
-        if (entry.answer !== null && now < entry.staleUntil && !require('./resolve').isNotFound(err)) {
+        if (entry.answer !== null && now < entry.staleUntil && !require('./upstream').isNotFound(err)) {
           // Serve-stale (RFC 8767): keep the last good answer, retry later.
           entry.retryAt = now + options.errorTtlMs
         } else {
@@ -241,7 +241,7 @@ class DnsCache {
   // it: a cache that holds nothing has nothing to sweep.
   #entries () {
     if (this.#lru === null) {
-      channels ??= require('../diagnostics').channels
+      channels ??= require('../core/diagnostics').channels
       const { LRUCache } = require('lru-cache')
       this.#lru = new LRUCache({ max: this.#options.maxEntries, dispose: (record) => this.#release(record) })
       this.#expiry = new (require('./expiry').Expiry)()
@@ -255,8 +255,8 @@ class DnsCache {
   // name the cache has not seen: a process pays at start only for the hot path.
   #upstreamOf () {
     if (this.#upstream === null) {
-      const { Upstream } = require('./resolve')
-      const { histogram } = require('../monitor/registry')
+      const { Upstream } = require('./upstream')
+      const { histogram } = require('../metrics/registry')
       this.#upstream = new Upstream(this.#options, this.#systemLookup, this.#counters)
       this.#hitLatency = histogram('dns.lookup', { source: 'hit' })
       this.#latency = {

@@ -1,15 +1,16 @@
 'use strict'
 
-// The dns module: its options, the functions that stand in for dns.lookup and
-// dns.promises.lookup, and the patch. install() loads this file and cache.js;
-// they are not split further because each file costs a start about 0.25 ms.
+// The dns module: its options, the cache that stands in for dns.lookup and
+// dns.promises.lookup, and the patch that puts it there.
 
 const dns = require('node:dns')
 const { syncBuiltinESMExports } = require('node:module')
-const { DnsCache, ordered, resultOrder, copyError } = require('./cache')
-const { integer, timerMs, stringArray, nullable, string, resolve } = require('../options')
+const { DnsCache } = require('./cache')
+const { createLookup, createPromiseLookup } = require('./lookup')
+const { integer, timerMs, stringArray, nullable, string, resolve } = require('../core/options')
 // The error classes load with the first refusal: valid options never need them.
-const errors = () => require('../errors')
+const errors = () => require('../core/errors')
+const { wrap, originalOf } = require('../core/patch')
 
 function servers () {
   const check = stringArray()
@@ -73,196 +74,6 @@ function check (resolved, where) {
   }
 }
 
-// Parses dns.lookup's options into a small integer without allocating:
-// bits 0-4 the cache slot (family index * 8 + hints index), bit 6 all, bits
-// 7-8 order (0 = the process default). -1 means "not a form we cache": the call
-// goes to the original dns.lookup untouched, so every error, warning and
-// oddity stays Node's own.
-const VALID_HINTS = dns.ADDRCONFIG | dns.V4MAPPED | dns.ALL
-
-// `names`: whether family may be 'IPv4' / 'IPv6' (dns.lookup takes them,
-// dns.promises.lookup does not).
-function parse (options, names) {
-  if (options === null) return 0
-  if (typeof options === 'number') {
-    return options === 0 ? 0 : options === 4 ? 8 : options === 6 ? 16 : -1
-  }
-  if (typeof options !== 'object') return -1
-  let bits = 0
-  const family = options.family
-  if (family === 4 || (names && family === 'IPv4')) bits = 8
-  else if (family === 6 || (names && family === 'IPv6')) bits = 16
-  else if (family !== 0 && family != null) return -1
-
-  const hints = options.hints
-  if (hints != null && hints !== 0) {
-    if (!Number.isInteger(hints) || (hints & ~VALID_HINTS) !== 0) return -1
-    bits |= hintsIndex(hints)
-  }
-
-  const all = options.all
-  if (all === true) bits |= 64
-  else if (all != null && all !== false) return -1
-
-  const order = options.order
-  if (order != null) {
-    if (order === 'verbatim') bits |= 1 << 7
-    else if (order === 'ipv4first') bits |= 2 << 7
-    else if (order === 'ipv6first') bits |= 3 << 7
-    else return -1
-  }
-  const verbatim = options.verbatim
-  if (verbatim != null) {
-    if (typeof verbatim !== 'boolean') return -1
-    if (order == null) bits |= (verbatim ? 1 : 2) << 7
-  }
-  return bits
-}
-
-function hintsIndex (hints) {
-  return ((hints & dns.ADDRCONFIG) !== 0 ? 1 : 0) | ((hints & dns.V4MAPPED) !== 0 ? 2 : 0) |
-    ((hints & dns.ALL) !== 0 ? 4 : 0)
-}
-
-// A copy for `all: true` callers: Node gives every caller its own objects, and
-// a caller that sorts or edits its answer must not change the cache's.
-function copyAll (list) {
-  const out = new Array(list.length)
-  for (let i = 0; i < list.length; i++) out[i] = { address: list[i].address, family: list[i].family }
-  return out
-}
-
-// What dns.lookup() returns: Node returns its GetAddrInfoReqWrap, whose
-// public fields are these. `oncomplete` is how the binding would answer; the
-// cache answers through `callback`, so calling it does nothing.
-class LookupRequest {
-  constructor (hostname, slot, callback, all) {
-    this.callback = callback
-    this.family = FAMILIES[slot >> 3]
-    this.hostname = hostname
-    this.oncomplete = all ? onlookupall : onlookup
-  }
-}
-const FAMILIES = [0, 4, 6]
-function onlookup () {}
-function onlookupall () {}
-
-// Builds a function with dns.lookup's contract, answered from `cache`.
-function createLookup (cache, original) {
-  function lookup (hostname, options, callback) {
-    let bits
-    if (typeof options === 'function') {
-      callback = options
-      bits = 0
-    } else {
-      bits = parse(options, true)
-    }
-    if (bits === -1 || typeof hostname !== 'string' || hostname === '' || typeof callback !== 'function') {
-      return original.apply(this, arguments)
-    }
-    const slot = bits & 31
-    const all = (bits & 64) !== 0
-    const order = bits >> 7
-    const entry = cache.hit(hostname, slot)
-    if (entry !== undefined) {
-      reply(callback, entry, all, order)
-      return new LookupRequest(hostname, slot, callback, all)
-    }
-    const handled = cache.query(hostname, slot, (err, entry) => {
-      if (err) process.nextTick(callback, copyError(err, hostname))
-      else reply(callback, entry, all, order)
-    })
-    if (!handled) return original.apply(this, arguments)
-    return new LookupRequest(hostname, slot, callback, all)
-  }
-  copyOwnSymbols(original, lookup)
-  return lookup
-}
-
-// Builds a function with dns.promises.lookup's contract.
-function createPromiseLookup (cache, original) {
-  function lookup (hostname, options) {
-    const bits = options === undefined ? 0 : parse(options, false)
-    if (bits === -1 || typeof hostname !== 'string' || hostname === '') {
-      return original.apply(this, arguments)
-    }
-    const slot = bits & 31
-    const all = (bits & 64) !== 0
-    const order = bits >> 7
-    const entry = cache.hit(hostname, slot)
-    if (entry !== undefined) return Promise.resolve(shape(entry, all, order))
-    let settle = null
-    let sync = null
-    const handled = cache.query(hostname, slot, (err, entry) => {
-      const value = err ? copyError(err, hostname) : shape(entry, all, order)
-      if (settle === null) sync = { err, value }
-      else settle(err, value)
-    })
-    if (!handled) return original.apply(this, arguments)
-    if (sync !== null) return sync.err ? Promise.reject(sync.value) : Promise.resolve(sync.value)
-    return new Promise((resolve, reject) => {
-      settle = (err, value) => err ? reject(value) : resolve(value)
-    })
-  }
-  return lookup
-}
-
-// process.nextTick, read at each call as Node's own lookup does, so that fake
-// timers that replace it see our callbacks too.
-function reply (callback, entry, all, order) {
-  const list = ordered(entry, resultOrder(order))
-  if (all) process.nextTick(callback, null, copyAll(list))
-  else {
-    const first = list[0]
-    process.nextTick(callback, null, first.address, first.family)
-  }
-}
-
-function shape (entry, all, order) {
-  const list = ordered(entry, resultOrder(order))
-  if (all) return copyAll(list)
-  return { address: list[0].address, family: list[0].family }
-}
-
-// dns.lookup carries Node's internal customPromisifyArgs symbol, which is what
-// makes util.promisify(dns.lookup) resolve to { address, family }.
-function copyOwnSymbols (from, to) {
-  for (const symbol of Object.getOwnPropertySymbols(from)) {
-    const descriptor = Object.getOwnPropertyDescriptor(from, symbol)
-    if (!Object.hasOwn(to, symbol)) Object.defineProperty(to, symbol, descriptor)
-  }
-}
-
-// Wrap a property of an object we do not own. The returned undo() restores the
-// original only while the property still holds our wrapper: if someone patched
-// it after us, undoing would silently drop their wrapper too.
-//
-// Wrappers are remembered in a WeakMap shared through globalThis (so a second
-// copy of io-hygiene finds the first's), not in a property: a patched function
-// must look like the original, down to its own symbols.
-const kOriginals = Symbol.for('io-hygiene.originals.v1')
-const originals = globalThis[kOriginals] ??= new WeakMap()
-
-function wrap (target, name, makeWrapper) {
-  const original = target[name]
-  const wrapper = makeWrapper(original)
-  originals.set(wrapper, original)
-  target[name] = wrapper
-  let undone = false
-  return function undo () {
-    if (undone) return true
-    if (target[name] !== wrapper) return false
-    target[name] = original
-    undone = true
-    return true
-  }
-}
-
-function originalOf (fn) {
-  while (originals.has(fn)) fn = originals.get(fn)
-  return fn
-}
-
 // The cache asks whatever dns.lookup is when it is made (past any io-hygiene
 // wrapper, so never itself; a second copy of io-hygiene recognises the
 // first's), another library's wrapper included. lookupAsync is made on first
@@ -280,13 +91,24 @@ function build (resolved) {
   })
 }
 
+// The cache dns.lookup answers from now, if io-hygiene's: set by installDns(),
+// cleared by its undo(). On globalThis, so that a second loaded copy sees it.
+const kServing = Symbol.for('io-hygiene.dns.serving.v1')
+
+function currentCache () {
+  const cache = globalThis[kServing]
+  return cache === undefined || cache.closed === true ? null : cache
+}
+
 // Replaces dns.lookup and dns.promises.lookup; returns { value, undo }.
 function installDns (resolved) {
   const cache = build(resolved)
   const undoLookup = wrap(dns, 'lookup', () => cache.lookup)
   const undoPromise = wrap(dns.promises, 'lookup', () => cache.lookupAsync)
   syncBuiltinESMExports()
+  globalThis[kServing] = cache
   function undo () {
+    if (globalThis[kServing] === cache) delete globalThis[kServing]
     // A closed cache passes every call to the original, so a wrapper that
     // someone else still holds behaves as if we were gone.
     cache.close()
@@ -298,4 +120,4 @@ function installDns (resolved) {
   return { value: cache, undo }
 }
 
-module.exports = { spec, check, createDnsCache, installDns, wrap, originalOf }
+module.exports = { spec, check, createDnsCache, installDns, currentCache }

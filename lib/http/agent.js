@@ -2,10 +2,10 @@
 
 const { Agent, Pool, Client } = require('./undici')
 const { LRUCache } = require('lru-cache')
-const { OriginSockets } = require('./idle')
-const { RetryBudget } = require('./budget')
-const { createRetryInterceptor, kAttempt } = require('./retry')
-const { histogram } = require('../monitor/registry')
+const { OriginSockets } = require('./origin-sockets')
+const { RetryBudget } = require('./retry-budget')
+const { createRetryInterceptor, kAttempt } = require('./interceptor')
+const { histogram } = require('../metrics/registry')
 
 // Per-origin state (retry budget, sockets, the learned idle close), bounded
 // like undici bounds nothing: the least recently used origin is forgotten.

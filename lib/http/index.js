@@ -1,8 +1,8 @@
 'use strict'
 
-const { integer, timerMs, boolean, nullable } = require('../options')
+const { integer, timerMs, boolean, nullable } = require('../core/options')
 // The error classes load with the first refusal: valid options never need them.
-const errors = () => require('../errors')
+const errors = () => require('../core/errors')
 
 // Defaults, and why, are in the README's http table; a test keeps the two equal.
 const spec = {

@@ -1,7 +1,7 @@
 'use strict'
 
 // createHttpSink({ url, ... }): events POSTed to an HTTP endpoint in batches,
-// on the core batcher (lib/batch.js), through undici's request() and so the
+// on the core batcher (lib/batch/), through undici's request() and so the
 // global dispatcher (io-hygiene's when installed, with the DNS cache under it).
 //
 //   push(record) -> Promise<void>: resolves when a request carrying the
@@ -19,9 +19,9 @@
 // were settled at once and are not sent again.
 const zlib = require('node:zlib')
 const { promisify } = require('node:util')
-const { createBatcher, checkLimits } = require('../batch')
-const { parseRetryAfter } = require('./body')
-const { integer, timerMs, boolean, oneOf, string, nullable, resolve } = require('../options')
+const { createBatcher, checkLimits, queueOptions } = require('../batch')
+const { parseRetryAfter } = require('./headers')
+const { integer, timerMs, boolean, oneOf, string, nullable, resolve } = require('../core/options')
 const {
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_INVALID_ARGUMENT,
@@ -30,7 +30,7 @@ const {
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
   ERR_IO_HYGIENE_HTTP_STATUS,
   redactUrl,
-} = require('../errors')
+} = require('../core/errors')
 
 const gzip = promisify(zlib.gzip)
 const where = 'createHttpSink()'
@@ -173,25 +173,15 @@ class HttpSink {
     if (options.compression === 'gzip') this.#headers['content-encoding'] = 'gzip'
     const json = options.format === 'json'
     this.#batcher = createBatcher({
+      ...queueOptions(options),
       name: options.name,
       send: (events) => this.#send(events),
       // lingerMs 0: a push while nothing is in flight goes at once, and what
       // arrives during a request is the next batch (one request in flight).
-      flushIntervalMs: options.lingerMs,
       flushWhenIdle: options.lingerMs === 0,
-      maxBatchItems: options.maxBatchItems,
       // '[' and ']' around records that each count one separator.
       maxBatchBytes: options.maxBatchBytes - (json ? 1 : 0),
-      maxQueuedItems: options.maxQueuedItems,
-      maxQueuedBytes: options.maxQueuedBytes,
-      overflow: options.overflow,
-      maxWaitMs: options.maxQueueWaitMs,
-      maxWaitingItems: options.maxWaitingItems,
-      maxWaitingBytes: options.maxWaitingBytes,
       concurrency: 1,
-      deliveryTimeoutMs: options.deliveryTimeoutMs,
-      retryBackoffMs: options.retryBackoffMs,
-      maxRetryBackoffMs: options.maxRetryBackoffMs,
       flushOnSignals: options.flushOnSignals,
       shutdownTimeoutMs: options.shutdownTimeoutMs,
       sizeOf,

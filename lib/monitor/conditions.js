@@ -1,8 +1,9 @@
 'use strict'
 
-const { ERR_IO_HYGIENE_INVALID_CONDITION } = require('../errors')
-const { own, MAX_TIMER_MS } = require('../options')
-const { distance } = require('../distance')
+const { ERR_IO_HYGIENE_INVALID_CONDITION } = require('../core/errors')
+const { own, MAX_TIMER_MS } = require('../core/options')
+const { distance } = require('../core/distance')
+const { RESOURCE_TYPES, ASYNC_HOOKS_NAMES } = require('./resource-types')
 
 // The numbers of a sample a condition can name; any other name in CamelCase
 // is a libuv resource type (GetAddrInfoReqWrap, TCPSocketWrap, Timeout).
@@ -11,19 +12,6 @@ const METRICS = [
   'heapUsedBytes', 'heapTotalBytes', 'rssBytes', 'gcCount', 'gcPauseMs', 'costUs',
 ]
 const RESOURCE_TYPE = /^[A-Z][A-Za-z0-9]*$/
-// The types process.getActiveResourcesInfo() reports (Node 20 to 26), and
-// other resource classes of Node's. A name near one of them (a letter or two
-// off, or another case) is a typo whose condition could never fire; a name
-// far from all of them may be a type of a newer Node, and is accepted.
-const RESOURCE_TYPES = [
-  'ConnectWrap', 'DirHandle', 'DNSChannel', 'ELDHistogram', 'FileHandle', 'FileHandleCloseReq', 'FSEventWrap',
-  'FSReqCallback', 'FSReqPromise', 'GetAddrInfoReqWrap', 'GetNameInfoReqWrap', 'HeapSnapshot', 'HTTPParser',
-  'Http2Session', 'Http2Stream', 'Immediate', 'JSStream', 'MessagePort', 'PipeConnectWrap', 'PipeServerWrap',
-  'PipeWrap', 'ProcessWrap', 'QueryWrap', 'SendWrap', 'ShutdownWrap', 'SigintWatchdog', 'SignalWrap', 'SimpleShutdownWrap',
-  'SimpleWriteWrap', 'StatWatcher',
-  'StreamPipe', 'TCPConnectWrap', 'TCPServerWrap', 'TCPSocketWrap', 'TCPWrap', 'Timeout', 'TLSWrap', 'TTYWrap',
-  'UDPSendWrap', 'UDPWrap', 'Worker', 'WriteWrap', 'Zlib',
-]
 const CONDITION = /^\s*([A-Za-z][A-Za-z0-9]*)\s*(>=|<=|>|<)\s*(\d+(?:\.\d+)?)\s*(?:for\s+(\d+)\s+samples?\s*)?$/
 const KEYS = ['name', 'when', 'for', 'cooldownMs', 'profile', 'heapSnapshot']
 
@@ -66,7 +54,7 @@ function parseCondition (input, defaults, where = 'createMonitor()') {
   const count = spec.for ?? (samples === undefined ? 1 : Number(samples))
   if (!Number.isInteger(count) || count < 1) throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, '`for` must be a whole number of samples, at least 1')
   const cooldownMs = spec.cooldownMs ?? defaults.cooldownMs
-  if (!Number.isInteger(cooldownMs) || cooldownMs < 0 || cooldownMs > MAX_TIMER_MS) throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, '`cooldownMs` must be a whole number of ms, at most 2147483647')
+  if (!Number.isInteger(cooldownMs) || cooldownMs < 0 || cooldownMs > MAX_TIMER_MS) throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, `\`cooldownMs\` must be a whole number of ms, at most ${MAX_TIMER_MS}`)
   for (const key of ['profile', 'heapSnapshot']) {
     if (spec[key] !== undefined && typeof spec[key] !== 'boolean') throw new ERR_IO_HYGIENE_INVALID_CONDITION(where, input, `\`${key}\` must be a boolean`)
   }
@@ -94,6 +82,7 @@ function parseCondition (input, defaults, where = 'createMonitor()') {
 
 // The known type `name` nearly spells, or null (exact, or far from all).
 function nearType (name) {
+  if (Object.hasOwn(ASYNC_HOOKS_NAMES, name)) return ASYNC_HOOKS_NAMES[name]
   if (RESOURCE_TYPES.includes(name)) return null
   const upper = name.toUpperCase()
   for (const type of RESOURCE_TYPES) {

@@ -2,16 +2,16 @@
 
 const path = require('node:path')
 const { performance } = require('node:perf_hooks')
-const { channels } = require('../diagnostics')
-const { integer, timerMs, string, boolean, nullable, resolve } = require('../options')
-const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../errors')
+const { channels } = require('../core/diagnostics')
+const { integer, timerMs, string, boolean, nullable, resolve } = require('../core/options')
+const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../core/errors')
 const { Sampler } = require('./sampler')
 const { parseCondition } = require('./conditions')
 const { busy, startProfile, stopProfile, heapSnapshot, hasRoom } = require('./actions')
-const { StatsdOutput } = require('./statsd')
-const { register } = require('./prometheus')
-const { histogram, series } = require('./registry')
-const { Histogram } = require('./histogram')
+const { StatsdOutput } = require('./outputs/statsd')
+const { register } = require('./outputs/prometheus')
+const { histogram, series } = require('../metrics/registry')
+const { Histogram } = require('../metrics/histogram')
 
 // An object with these methods (duck-typed: pino, console, hot-shots,
 // prom-client's Registry).
@@ -74,7 +74,7 @@ const ALERT_WARNING = 'IO_HYGIENE_MONITOR_ALERT'
 // Request types io-hygiene removes, and what to turn on.
 function fixFor (type) {
   if (type !== 'GetAddrInfoReqWrap') return null
-  const dns = require('../install').installed()?.dns
+  const dns = require('../dns').currentCache()
   if (!dns) {
     return 'io-hygiene\'s dns module is off: install({ dns: true }) (or node -r io-hygiene/register) answers dns.lookup ' +
       'from a TTL cache, one getaddrinfo per name per TTL'
@@ -121,9 +121,9 @@ class Monitor {
     if (o.statsd !== null) this.#statsd = new StatsdOutput(o.statsd, o.statsdPrefix)
     // Loaded only when asked for: so is @opentelemetry/api, and only by `otel`.
     if (o.otel || o.meter !== null || o.meterProvider !== null) {
-      this.#otel = require('./otel').createOtelOutput(o, () => this.#last, () => this.#totals)
+      this.#otel = require('./outputs/otel').createOtelOutput(o, () => this.#last, () => this.#totals)
     }
-    if (o.loggerProvider !== null) this.#otelAlert = require('./otel').alertLogger(o.loggerProvider)
+    if (o.loggerProvider !== null) this.#otelAlert = require('./outputs/otel').alertLogger(o.loggerProvider)
     this.#due = performance.now() + o.intervalMs
     this.#timer = setInterval(() => this.#tick(), o.intervalMs)
     this.#timer.unref()

@@ -1,19 +1,8 @@
 'use strict'
 
 const { monitorEventLoopDelay, performance, PerformanceObserver } = require('node:perf_hooks')
-const { series } = require('./registry')
-
-// libuv requests as process.getActiveResourcesInfo() names them
-// (GetAddrInfoReqWrap, FSReqCallback, FSReqPromise, WriteWrap,
-// SimpleWriteWrap, ShutdownWrap, SendWrap, TCPConnectWrap, FileHandle's
-// CloseReq...); every other
-// name is a handle (sockets, servers, and ref'd timers as "Timeout" and
-// "Immediate"). Unref'd handles are not listed, and c-ares queries
-// (dns.resolve*, Resolver) are not libuv requests: neither is ever counted.
-const REQUEST = /(ReqWrap|Req|WriteWrap|ShutdownWrap|SendWrap|ConnectWrap)$|^FSReq/
-function isRequest (name) {
-  return REQUEST.test(name)
-}
+const { series } = require('../metrics/registry')
+const { isRequest } = require('./resource-types')
 
 // One window of the process's health per take(): resources by type now, and
 // since the previous take() the event-loop delay, its utilisation and GC.
@@ -146,4 +135,4 @@ function round (n, digits = 3) {
   return Math.round(n * f) / f
 }
 
-module.exports = { Sampler, isRequest }
+module.exports = { Sampler }

@@ -1,8 +1,8 @@
 'use strict'
 
-const { series } = require('./registry')
-const { Histogram, BUCKETS, upperBoundMs } = require('./histogram')
-const { ERR_IO_HYGIENE_MISSING_PEER } = require('../errors')
+const { series } = require('../../metrics/registry')
+const { Histogram, BUCKETS, upperBoundMs } = require('../../metrics/histogram')
+const { ERR_IO_HYGIENE_MISSING_PEER } = require('../../core/errors')
 const { performance } = require('node:perf_hooks')
 
 // The monitor in an OpenTelemetry MeterProvider. Observable instruments read
@@ -35,7 +35,7 @@ function api (where) {
 }
 
 function version () {
-  return require('../../package.json').version
+  return require('../../../package.json').version
 }
 
 // Where the instruments go: the user's meter, a meter of the user's provider,

@@ -1,6 +1,6 @@
 'use strict'
 
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT } = require('../errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT } = require('../core/errors')
 
 // A latency histogram with power-of-two buckets, as DTrace's quantize: values
 // are milliseconds, bucketed by microseconds. Bucket 0 counts values under

@@ -1,7 +1,7 @@
 'use strict'
 
 const { Histogram } = require('./histogram')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT } = require('../errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT } = require('../core/errors')
 
 // The process's operation histograms, shared by every copy of io-hygiene
 // loaded in it. A module asks once for the histogram of a kind and label set

@@ -171,7 +171,7 @@ class Upstream {
     if (this.#searched.size >= MAX_SEARCH_NOTES) this.#searched.clear()
     this.#searched.add(key)
     this.#counters.searchLearned++
-    const channel = require('../diagnostics').channels.dnsSearch
+    const channel = require('../core/diagnostics').channels.dnsSearch
     if (found.tried > 0 && channel.hasSubscribers) {
       channel.publish({ hostname, fqdn: found.fqdn, triedBefore: found.tried, ndots: conf.ndots, ttlMs: found.ttlMs })
     }

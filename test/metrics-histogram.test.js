@@ -5,7 +5,7 @@
 // registry the modules feed.
 const t = require('tap')
 const { Histogram, histogram } = require('..')
-const { series, MAX_SERIES_PER_KIND } = require('../lib/monitor/registry')
+const { series, MAX_SERIES_PER_KIND } = require('../lib/metrics/registry')
 
 t.test('a value in ms lands in the power-of-two microsecond bucket that holds it', async (t) => {
   const h = new Histogram()
@@ -131,11 +131,11 @@ t.test('the registry gives one histogram per kind and label set, bounded per kin
 })
 
 t.test('two copies of io-hygiene share one registry', async (t) => {
-  const file = require.resolve('../lib/monitor/registry')
+  const file = require.resolve('../lib/metrics/registry')
   const cached = require.cache[file]
   delete require.cache[file]
   t.teardown(() => { require.cache[file] = cached })
-  const copy = require('../lib/monitor/registry')
+  const copy = require('../lib/metrics/registry')
   t.not(copy.histogram, histogram)
   t.equal(copy.histogram('test.shared', { x: 'y' }), histogram('test.shared', { x: 'y' }))
 })

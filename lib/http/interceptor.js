@@ -1,9 +1,10 @@
 'use strict'
 
 const { errors: undiciErrors } = require('./undici')
-const { channels } = require('../diagnostics')
-const { isReplayable, isIterable, readBody, headerValue, headerList, parseRetryAfter } = require('./body')
-const { ConnectionQueue } = require('./queue')
+const { channels } = require('../core/diagnostics')
+const { isReplayable, isIterable, readBody } = require('./replayable-body')
+const { headerValue, headerList, parseRetryAfter } = require('./headers')
+const { ConnectionQueue } = require('./connection-queue')
 
 // The retries that are always safe, after Go's net/http
 // (Transport.shouldRetryRequest) and RFC 9110 section 9.2.2:

@@ -1,6 +1,6 @@
 'use strict'
 
-const { series } = require('./registry')
+const { series } = require('../../metrics/registry')
 
 // Gauges per sample and, per operation histogram, what it recorded in the
 // window, through a createStatsd() client (hot-shots; it packs the lines into

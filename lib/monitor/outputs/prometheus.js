@@ -1,8 +1,8 @@
 'use strict'
 
-const { series } = require('./registry')
-const { ERR_IO_HYGIENE_ALREADY_REGISTERED } = require('../errors')
-const { BUCKETS, upperBoundMs } = require('./histogram')
+const { series } = require('../../metrics/registry')
+const { ERR_IO_HYGIENE_ALREADY_REGISTERED } = require('../../core/errors')
+const { BUCKETS, upperBoundMs } = require('../../metrics/histogram')
 
 // Metrics registered into the user's prom-client Registry, read from the
 // monitor's latest sample at scrape time: a scrape costs a copy, never a

@@ -6,7 +6,7 @@
 // reads what its own work added (since()).
 const t = require('tap')
 const { cacheWithServer, eventually, untilStale } = require('./helpers/dns-cache')
-const { series } = require('../lib/monitor/registry')
+const { series } = require('../lib/metrics/registry')
 
 // What each series of `kind` recorded since `before` (a snapshot()).
 function snapshot () {
@@ -59,7 +59,7 @@ t.test('batch.flush and batch.queue_wait: per batcher name, a round trip per sen
   const batcher = createBatcher({
     name: 'feeds-file',
     flushWhenIdle: false,
-    flushIntervalMs: 20,
+    lingerMs: 20,
     retryBackoffMs: 0,
     isRetriable: () => true,
     // A real sink: lines appended to a file; the first send fails once.
@@ -81,7 +81,7 @@ t.test('batch.flush and batch.queue_wait: per batcher name, a round trip per sen
   t.equal(flush['feeds-file/error'].count, 1, 'and the one that failed')
   const wait = added('batch.queue_wait', before)['feeds-file']
   t.equal(wait.count, 3, 'one wait per item, at its first send (the retry adds none)')
-  t.ok(wait.percentile(0) >= 1, 'the items lingered flushIntervalMs before the send: the wait is measured')
+  t.ok(wait.percentile(0) >= 1, 'the items lingered lingerMs before the send: the wait is measured')
 })
 
 t.test('http.request: per request, by origin and outcome, from dispatch to completion', async (t) => {

@@ -1,33 +1,6 @@
 'use strict'
 
-// Request bodies and headers as undici's dispatch() accepts them.
-
-// A body that can be sent again as it is.
-function isReplayable (body) {
-  return body == null || typeof body === 'string' || ArrayBuffer.isView(body) || body instanceof ArrayBuffer ||
-    body instanceof Blob
-}
-
-// A stream or async iterable: what fetch() hands the dispatcher for every body.
-function isIterable (body) {
-  return typeof body === 'object' && typeof body[Symbol.asyncIterator] === 'function'
-}
-
-// Reads an iterable body of a known small length into one Buffer, so that
-// the request can be replayed. The length is the caller's word only: a body
-// that runs past it fails as undici fails it (a length mismatch) as soon as
-// it does, and is never held whole (the loop's exit ends the stream).
-async function readBody (body, length, LengthMismatch) {
-  const chunks = []
-  let bytes = 0
-  for await (const data of body) {
-    const chunk = typeof data === 'string' ? Buffer.from(data) : data
-    bytes += chunk.byteLength
-    if (bytes > length) throw new LengthMismatch()
-    chunks.push(chunk)
-  }
-  return Buffer.concat(chunks)
-}
+// Request and response headers in every form undici accepts.
 
 // The value of header `name` (lower case) in any form undici accepts: a plain
 // object, a flat [name, value, ...] array, or an iterable of pairs (which
@@ -68,4 +41,4 @@ function parseRetryAfter (value, now = Date.now()) {
   return Number.isNaN(at) ? null : Math.max(0, at - now)
 }
 
-module.exports = { isReplayable, isIterable, readBody, headerValue, headerList, parseRetryAfter }
+module.exports = { headerValue, headerList, parseRetryAfter }

@@ -1,7 +1,7 @@
 'use strict'
 
 const { performance } = require('node:perf_hooks')
-const { channels } = require('../diagnostics')
+const { channels } = require('../core/diagnostics')
 
 // Servers close idle keep-alive sockets on their own clock (Node and Apache
 // 5 s, nginx 75 s, ALB 60 s), often without a `Keep-Alive: timeout=` hint, and

@@ -1,0 +1,597 @@
+'use strict'
+
+const { channels } = require('../core/diagnostics')
+const { IndexedHeap } = require('../core/indexed-heap')
+const { Fifo } = require('../core/fifo')
+const { histogram } = require('../metrics/registry')
+const { onShutdown, offShutdown } = require('../core/shutdown')
+const { resolve } = require('../core/options')
+const {
+  ERR_IO_HYGIENE_QUEUE_FULL,
+  ERR_IO_HYGIENE_CLOSED,
+  ERR_IO_HYGIENE_TIMEOUT,
+  ERR_IO_HYGIENE_INVALID_RESULT,
+} = require('../core/errors')
+const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = require('./options')
+const { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, RunClock } = require('./records')
+const { DrainWaiters, WaitingLine } = require('./waiters')
+
+class Batcher {
+  #options
+  #what
+  #groups = new Map()
+  // What keeps every send, settle and timer tick from walking all groups:
+  // the groups touched since the last pump, the line of groups with a batch
+  // to send (in the order they became ready: round robin), and the heap of
+  // when each group is next due.
+  #dirty = []
+  #ready = new Fifo()
+  #wake = new IndexedHeap()
+  #waiting = new WaitingLine()
+  #seq = 0
+  #clock = new RunClock() // one clock read per synchronous run of pushes
+  #lastGroup = null // pushes mostly repeat one group: skip the Map
+  #flushUpTo = 0
+  #held = 0 // admitted, not settled (queued or batched)
+  #heldBytes = 0
+  #batched = 0
+  #batchesInFlight = 0
+  #timer = null
+  #timerAt = Infinity
+  #scheduled = false
+  #closed = false
+  #closing = null
+  #disposed = false
+  #drains = new DrainWaiters(() => this.#refTimer())
+  #counters = {
+    flushed: 0,
+    rejected: 0,
+    dropped: 0,
+    retried: 0,
+    flushes: 0,
+    flushErrors: 0,
+  }
+
+  // The monitor's histograms of this batcher's name, got once: send()'s
+  // round trip by outcome, and each item's wait from push() to its first send.
+  #flushOk
+  #flushError
+  #queueWait
+
+  constructor (options) {
+    this.#options = options
+    this.#what = `batcher "${options.name}"`
+    this.#flushOk = histogram('batch.flush', { batcher: options.name, outcome: 'ok' })
+    this.#flushError = histogram('batch.flush', { batcher: options.name, outcome: 'error' })
+    this.#queueWait = histogram('batch.queue_wait', { batcher: options.name })
+    if (options.flushOnSignals) {
+      onShutdown(this, {
+        close: () => this.close({ timeoutMs: options.shutdownTimeoutMs }),
+        flush: () => this.flush(),
+      })
+    }
+  }
+
+  get name () {
+    return this.#options.name
+  }
+
+  get closed () {
+    return this.#closed
+  }
+
+  push (item) {
+    const o = this.#options
+    if (this.#closed) return this.#drop(new ERR_IO_HYGIENE_CLOSED(this.#what))
+    let bytes
+    let key
+    try {
+      bytes = o.sizeOf(item)
+      if (o.groupOf !== null) key = o.groupOf(item)
+    } catch (err) {
+      return this.#drop(err)
+    }
+    const invalid = itemSizeError(this.#what, o, bytes, 'push()')
+    if (invalid !== null) return this.#drop(invalid)
+    // Nobody overtakes a waiting push: that would break call order.
+    const fits = this.#waiting.length === 0 && this.#hasRoom(1, bytes)
+    if (!fits) {
+      if (o.overflow === 'reject') return this.#drop(this.#queueFull('no room'))
+      if (!this.#waiting.mayWait(1, bytes, o)) return this.#drop(this.#queueFull(this.#waiting.fullReason(o)))
+    }
+    const promise = new Promise(capture)
+    const rec = new Pending(item, bytes, key, ++this.#seq, this.#clock.now())
+    if (fits) {
+      this.#admit(rec)
+    } else {
+      this.#waiting.push(rec)
+      if (this.#waiting.length === 1) this.#schedule()
+    }
+    return promise
+  }
+
+  // Items that stand or fall together (one caller's call): checked as one,
+  // refused as one, and admitted as one, so a call is never partly queued.
+  // With overflow "wait" they wait for room for all of them (a call larger
+  // than the whole queue can never have it: it streams through, item by
+  // item). One promise per item, as push() gives.
+  pushAll (items) {
+    const o = this.#options
+    const n = items.length
+    if (n <= 1 || this.#closed) return items.map((item) => this.push(item))
+    let { sizes, keys, bytes, err } = measure(this.#what, o, items)
+    const larger = n > o.maxQueuedItems || bytes > o.maxQueuedBytes
+    if (err === null && larger && o.overflow === 'wait') return items.map((item) => this.push(item))
+    const fits = !larger && this.#waiting.length === 0 && this.#hasRoom(n, bytes)
+    if (err === null && !fits && o.overflow === 'reject') err = this.#queueFull(`no room for all ${n} items of one call`)
+    if (err === null && !fits && !this.#waiting.mayWait(n, bytes, o)) err = this.#queueFull(this.#waiting.fullReason(o))
+    if (err !== null) {
+      const refused = this.#drop(err, n)
+      return items.map(() => refused)
+    }
+    // One call time for all, so that they also expire together.
+    const now = this.#clock.now()
+    const records = new Array(n)
+    const promises = new Array(n)
+    for (let i = 0; i < n; i++) {
+      promises[i] = new Promise(capture)
+      records[i] = new Pending(items[i], sizes[i], keys[i], ++this.#seq, now)
+    }
+    if (fits) {
+      for (const rec of records) this.#admit(rec)
+      return promises
+    }
+    records[0].unit = { items: n, bytes }
+    for (const rec of records) this.#waiting.push(rec)
+    if (this.#waiting.length === n) this.#schedule()
+    return promises
+  }
+
+  // Whether `count` more items of `bytes` in all stay within both bounds.
+  #hasRoom (count, bytes) {
+    return this.#held + count <= this.#options.maxQueuedItems && this.#heldBytes + bytes <= this.#options.maxQueuedBytes
+  }
+
+  flush (options) {
+    let timeoutMs = null
+    try {
+      if (options !== undefined) timeoutMs = resolve(`${this.#what} flush()`, waitSpec, options).timeoutMs
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return this.#drain(timeoutMs, `${this.#what} flush()`, null)
+  }
+
+  close (options) {
+    if (this.#closing !== null) return this.#closing
+    let timeoutMs
+    try {
+      timeoutMs = resolve(`${this.#what} close()`, waitSpec, options).timeoutMs
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    this.#closed = true
+    const what = `${this.#what} close()`
+    this.#closing = this.#drain(timeoutMs, what, () => this.#rejectAll(what, timeoutMs))
+      .finally(() => this.#dispose())
+    return this.#closing
+  }
+
+  stats () {
+    return {
+      queued: this.#held - this.#batched,
+      queuedBytes: this.#heldBytes,
+      waiting: this.#waiting.length,
+      inFlight: this.#batched,
+      batchesInFlight: this.#batchesInFlight,
+      ...this.#counters,
+    }
+  }
+
+  // Admission: the record joins its group's queue. Only a push that makes
+  // its group flushable (first item, or a cap just reached) wakes the pump.
+  #admit (rec) {
+    const o = this.#options
+    rec.state = QUEUED
+    let group = this.#lastGroup
+    if (group === null || group.key !== rec.key || group.removed) {
+      group = this.#groups.get(rec.key)
+      if (group === undefined) {
+        group = new Group(rec.key)
+        this.#groups.set(rec.key, group)
+      }
+      this.#lastGroup = group
+    }
+    group.queue.push(rec)
+    group.bytes += rec.bytes
+    this.#held++
+    this.#heldBytes += rec.bytes
+    const length = group.queue.length
+    if (length === 1 || length === o.maxBatchItems ||
+      (group.bytes >= o.maxBatchBytes && group.bytes - rec.bytes < o.maxBatchBytes)) {
+      this.#touch(group)
+      this.#schedule()
+    }
+  }
+
+  // The next pump looks at this group (and at no group nobody touched).
+  #touch (group) {
+    if (group.dirty) return
+    group.dirty = true
+    this.#dirty.push(group)
+  }
+
+  #schedule () {
+    if (this.#scheduled) return
+    this.#scheduled = true
+    // A microtask, so that a burst of synchronous pushes (or the callers a
+    // batch just resolved) joins one batch.
+    queueMicrotask(this.#runPump)
+  }
+
+  #runPump = () => {
+    this.#scheduled = false
+    this.#pump()
+  }
+
+  #onTimer = () => {
+    this.#timer = null
+    this.#timerAt = Infinity
+    this.#pump()
+  }
+
+  // Everything that happens later happens here: expire, admit, send, re-arm.
+  // It looks only at groups that are due (the heap) or were touched, so its
+  // cost follows the work done, not the number of groups.
+  #pump () {
+    if (this.#disposed) return
+    const o = this.#options
+    const now = performance.now()
+    const wake = this.#wake
+    while (wake.size > 0 && wake.peek().dueAt <= now) {
+      const group = wake.peek()
+      wake.remove(group)
+      this.#visit(group, now)
+    }
+    this.#expireWaiting(now)
+    const waiting = this.#waiting
+    while (waiting.length > 0) {
+      const rec = waiting.peek()
+      const count = rec.unit === null ? 1 : rec.unit.items
+      if (!this.#hasRoom(count, rec.unit === null ? rec.bytes : rec.unit.bytes)) break
+      for (let i = 0; i < count; i++) this.#admit(this.#waiting.take())
+    }
+    const dirty = this.#dirty
+    // Visiting may touch no other group, so the list does not grow under us.
+    for (let i = 0; i < dirty.length; i++) {
+      dirty[i].dirty = false
+      this.#visit(dirty[i], now)
+    }
+    dirty.length = 0
+    const ready = this.#ready
+    while (ready.length > 0 && this.#batchesInFlight < o.concurrency) {
+      const group = ready.shift()
+      group.ready = false
+      // A group in the line stays sendable: only this loop sends, and a
+      // group whose items all expired meanwhile was removed.
+      if (group.removed) continue
+      this.#send(group, group.batch ?? this.#cut(group))
+      this.#rewake(group, now)
+    }
+    this.#arm(now)
+  }
+
+  // Expires what is past its deadline, drops an empty group, puts a group
+  // with something to send in the ready line, and sets its next wake-up.
+  #visit (group, now) {
+    if (group.removed) return
+    if (group.batch !== null && group.batch.deadline <= now) this.#expireBatch(group, now)
+    this.#expireQueue(group, now)
+    const batch = group.batch
+    if (batch === null && group.queue.length === 0) {
+      this.#groups.delete(group.key)
+      this.#wake.remove(group)
+      group.removed = true
+      return
+    }
+    const ready = batch !== null
+      ? !batch.inFlight && batch.retryAt <= now
+      : this.#isDue(group, now)
+    if (ready && !group.ready) {
+      group.ready = true
+      this.#ready.push(group)
+    }
+    this.#rewake(group, now)
+  }
+
+  // The earliest thing of this group that is due later: a linger, a retry,
+  // a deadline. Work that waits only for a free concurrency slot needs no
+  // wake-up: the end of a send pumps.
+  #rewake (group, now) {
+    const o = this.#options
+    const batch = group.batch
+    const head = group.queue.peek()
+    let next = Infinity
+    if (batch !== null) {
+      next = batch.deadline
+      if (!batch.inFlight && batch.retryAt > now && batch.retryAt < next) next = batch.retryAt
+    } else if (head !== undefined && !this.#isDue(group, now)) {
+      next = head.at + o.lingerMs
+    }
+    if (head !== undefined && head.at + o.deliveryTimeoutMs < next) next = head.at + o.deliveryTimeoutMs
+    if (next === Infinity) this.#wake.remove(group)
+    else if (next !== group.dueAt) this.#wake.set(group, next)
+  }
+
+  #isDue (group, now) {
+    const o = this.#options
+    const head = group.queue.peek()
+    return o.flushWhenIdle || head.seq <= this.#flushUpTo || now - head.at >= o.lingerMs ||
+      group.queue.length >= o.maxBatchItems || group.bytes >= o.maxBatchBytes
+  }
+
+  #cut (group) {
+    const o = this.#options
+    const batch = group.cut(o.maxBatchItems, o.maxBatchBytes, o.deliveryTimeoutMs)
+    this.#batched += batch.records.length
+    return batch
+  }
+
+  #send (group, batch) {
+    const records = batch.records
+    const items = new Array(records.length)
+    const started = performance.now()
+    batch.attempt++
+    if (batch.attempt === 1) {
+      // `at` is the clock of the item's run of pushes (#now()): its wait,
+      // from the clock reads the batcher makes anyway.
+      const wait = this.#queueWait
+      for (let i = 0; i < records.length; i++) {
+        items[i] = records[i].item
+        wait.record(started - records[i].at)
+      }
+    } else {
+      for (let i = 0; i < records.length; i++) items[i] = records[i].item
+    }
+    batch.inFlight = true
+    this.#batchesInFlight++
+    let pending
+    try {
+      pending = this.#options.send(items, { group: group.key, attempt: batch.attempt })
+    } catch (err) {
+      pending = Promise.reject(err)
+    }
+    Promise.resolve(pending).then(
+      (result) => this.#onSent(group, batch, started, true, result),
+      (err) => this.#onSent(group, batch, started, false, err)
+    )
+  }
+
+  #onSent (group, batch, started, ok, value) {
+    const o = this.#options
+    const now = performance.now()
+    const records = batch.records
+    this.#batchesInFlight--
+    batch.inFlight = false
+    this.#counters.flushes++
+    if (ok && value !== undefined && (!Array.isArray(value) || value.length !== records.length)) {
+      ok = false
+      value = new ERR_IO_HYGIENE_INVALID_RESULT(this.#what,
+        `send() must resolve with undefined or an array of ${records.length} results, got ${Array.isArray(value) ? `an array of ${value.length}` : typeof value}`)
+    }
+    if (ok) this.#flushOk.record(now - started)
+    else this.#flushError.record(now - started)
+    if (channels.batchFlush.hasSubscribers) {
+      channels.batchFlush.publish({ name: o.name, items: records.length, bytes: batch.bytes, attempt: batch.attempt, durationMs: now - started, error: ok ? null : value })
+    }
+    this.#touch(group)
+    if (ok) {
+      group.batch = null
+      group.lastError = undefined
+      // The next batch starts before this one's callers are settled: its
+      // request is on the wire first, and their continuations (often their
+      // next sends) run while it is at the server, not ahead of it. With one
+      // batch in flight this overlap is most of the gap to a client that
+      // keeps two requests in flight (bench/kafka.js).
+      const inFlight = this.#batchesInFlight
+      this.#pump()
+      if (this.#batchesInFlight > inFlight) setImmediate(this.#settle, records, value)
+      else this.#settle(records, value)
+      return
+    } else {
+      this.#counters.flushErrors++
+      group.lastError = value
+      if (!isRetriable(this.#options, value)) {
+        this.#rejectRecords(records, () => value, 'send')
+        group.batch = null
+      } else {
+        this.#expireBatch(group, now)
+        if (group.batch !== null) {
+          const delay = Math.min(o.retryBackoffMs * 2 ** (batch.attempt - 1), o.maxRetryBackoffMs)
+          // Jitter, so that many producers do not retry in step.
+          batch.retryAt = now + delay * (0.8 + 0.2 * Math.random())
+          this.#counters.retried++
+        }
+      }
+    }
+    this.#schedule()
+  }
+
+  // Per record only what a caller sees: its promise resolved. The books,
+  // and flush() or close() waiters, are kept per batch.
+  #settle = (records, value) => {
+    let flushed = 0
+    let bytes = 0
+    let skipped = 0 // expired in flight, so already counted: the oldest, a prefix
+    for (let i = 0; i < records.length; i++) {
+      const rec = records[i]
+      if (rec.state === DONE) {
+        skipped++
+        continue
+      }
+      rec.state = DONE
+      rec.resolve(value === undefined ? undefined : value[i])
+      bytes += rec.bytes
+      flushed++
+    }
+    this.#batched -= flushed
+    this.#held -= flushed
+    this.#heldBytes -= bytes
+    this.#counters.flushed += flushed
+    // After the callers, so that a waiter never resolves first.
+    if (this.#drains.size > 0 && flushed > 0) this.#drains.settledPrefix(records, skipped)
+    // Their room may admit pushes that wait for it.
+    if (this.#waiting.length > 0) this.#schedule()
+  }
+
+  // Rejects what is past its deadline; the batch stays while in flight, so
+  // the group keeps one request at a time.
+  #expireBatch (group, now) {
+    const o = this.#options
+    const expired = group.batch.dropExpired(now, o.deliveryTimeoutMs)
+    this.#rejectRecords(expired, () => deliveryTimeoutError(o.deliveryTimeoutMs, group.lastError), 'deadline')
+    if (group.batch.records.length === 0 && !group.batch.inFlight) group.batch = null
+  }
+
+  #expireQueue (group, now) {
+    const o = this.#options
+    const expired = group.takeExpired(now, o.deliveryTimeoutMs)
+    if (expired !== null) {
+      const cause = group.lastError
+      this.#rejectRecords(expired, () => deliveryTimeoutError(o.deliveryTimeoutMs, cause), 'deadline')
+    }
+  }
+
+  // A wait for room ends at maxQueueWaitMs or at the delivery deadline,
+  // whichever comes first.
+  #expireWaiting (now) {
+    const o = this.#options
+    const waiting = this.#waiting
+    const limit = Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs)
+    let expired = null
+    while (waiting.length > 0 && waiting.peek().at + limit <= now) {
+      if (expired === null) expired = []
+      expired.push(this.#waiting.take())
+    }
+    if (expired !== null) {
+      const make = o.deliveryTimeoutMs <= o.maxQueueWaitMs
+        ? () => deliveryTimeoutError(o.deliveryTimeoutMs, undefined)
+        : () => this.#queueFull(`no room within maxQueueWaitMs (${o.maxQueueWaitMs} ms)`)
+      this.#rejectRecords(expired, make, 'wait')
+    }
+  }
+
+  #queueFull (why) {
+    const o = this.#options
+    return new ERR_IO_HYGIENE_QUEUE_FULL(`${this.#what} holds ${this.#held} items / ${this.#heldBytes} bytes ` +
+      `(maxQueuedItems ${o.maxQueuedItems}, maxQueuedBytes ${o.maxQueuedBytes}); ${why}`)
+  }
+
+  // A record leaves the books; flush() and close() waiters count it. Called
+  // after the caller's promise is settled, so a waiter never resolves first.
+  #release (rec) {
+    if (rec.state === BATCHED) this.#batched--
+    if (rec.state !== WAITING) {
+      this.#held--
+      this.#heldBytes -= rec.bytes
+    }
+    rec.state = DONE
+    if (this.#drains.size > 0) this.#drains.settledOne(rec.seq)
+  }
+
+  // Rejects each record not settled yet with its own error (callers may
+  // decorate theirs); a non-retriable error of the sink is passed as is.
+  #rejectRecords (records, makeError, stage) {
+    let count = 0
+    let first
+    for (const rec of records) {
+      if (rec.state === DONE) continue
+      const err = makeError()
+      if (rec.state === WAITING) this.#counters.dropped++
+      else this.#counters.rejected++
+      rec.reject(err)
+      this.#release(rec)
+      first ??= err
+      count++
+    }
+    if (count > 0 && channels.batchReject.hasSubscribers) {
+      channels.batchReject.publish({ name: this.#options.name, items: count, error: first, stage })
+    }
+  }
+
+  // Refuses `count` pushes with one error (one promise for all of them).
+  #drop (err, count = 1) {
+    this.#counters.dropped += count
+    if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: this.#options.name, items: count, error: err, stage: 'push' })
+    return Promise.reject(err)
+  }
+
+  // Resolves once everything pushed so far has settled.
+  #drain (timeoutMs, what, onTimeout) {
+    this.#flushUpTo = this.#seq
+    const remaining = this.#held + this.#waiting.length
+    if (remaining === 0) return Promise.resolve()
+    // Every group is due now: the one place that looks at them all.
+    for (const group of this.#groups.values()) this.#touch(group)
+    this.#schedule()
+    return this.#drains.add(this.#seq, remaining, timeoutMs, what, onTimeout)
+  }
+
+  // Ref'd while a caller waits behind the timer (see the top of this file).
+  #refTimer () {
+    const timer = this.#timer
+    if (timer === null) return
+    if (this.#drains.size > 0 || this.#batched > 0 || this.#waiting.length > 0) timer.ref()
+    else timer.unref()
+  }
+
+  #rejectAll (what, timeoutMs) {
+    for (const group of this.#groups.values()) {
+      const cause = group.lastError
+      const make = () => cause === undefined
+        ? new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs)
+        : new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs, { cause })
+      if (group.batch !== null) this.#rejectRecords(group.batch.records, make, 'close')
+      const queued = []
+      while (group.queue.length > 0) queued.push(group.queue.shift())
+      group.bytes = 0
+      this.#rejectRecords(queued, make, 'close')
+    }
+    const waiting = []
+    while (this.#waiting.length > 0) waiting.push(this.#waiting.take())
+    this.#rejectRecords(waiting, () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')
+  }
+
+  #dispose () {
+    this.#disposed = true
+    clearTimeout(this.#timer)
+    this.#timer = null
+    this.#groups.clear()
+    offShutdown(this)
+  }
+
+  // One timer for the earliest wake-up of any group, or the end of an
+  // overflow wait.
+  #arm (now) {
+    let next = this.#wake.size > 0 ? this.#wake.peek().dueAt : Infinity
+    if (this.#waiting.length > 0) {
+      const o = this.#options
+      next = Math.min(next, this.#waiting.peek().at + Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs))
+    }
+    if (next === Infinity) {
+      clearTimeout(this.#timer)
+      this.#timer = null
+      this.#timerAt = Infinity
+      return
+    }
+    // An earlier timer is fine: the pump it runs re-arms.
+    if (this.#timer === null || this.#timerAt > next) {
+      clearTimeout(this.#timer)
+      this.#timerAt = next
+      this.#timer = setTimeout(this.#onTimer, Math.max(1, Math.ceil(next - now)))
+    }
+    this.#refTimer()
+  }
+}
+
+module.exports = { Batcher }

@@ -1,0 +1,131 @@
+'use strict'
+
+const { Fifo } = require('../core/fifo')
+
+const WAITING = 0 // pushed while the queue was full, not admitted yet
+const QUEUED = 1
+const BATCHED = 2 // in a batch in flight or waiting to retry
+const DONE = 3
+
+// new Promise(capture) hands over its resolvers without a closure per call.
+let capturedResolve
+let capturedReject
+function capture (resolve, reject) {
+  capturedResolve = resolve
+  capturedReject = reject
+}
+
+// The one record push() allocates next to the caller's promise.
+class Pending {
+  constructor (item, bytes, key, seq, at) {
+    this.item = item
+    this.bytes = bytes
+    this.key = key
+    this.seq = seq
+    this.resolve = capturedResolve
+    this.reject = capturedReject
+    this.state = WAITING
+    this.at = at // when push() was called: its deadline and its linger count from here
+    this.unit = null // on the first of pushAll()'s waiting items: { items, bytes } admitted together
+  }
+}
+
+class Group {
+  constructor (key) {
+    this.key = key
+    this.queue = new Fifo()
+    this.bytes = 0
+    this.batch = null // at most one: this is what keeps the group's order
+    this.lastError = undefined // of its last send, the cause when its items expire
+    this.dueAt = Infinity // when something of it is next due (linger, retry, deadline)
+    this.heapIndex = -1 // its place in the batcher's wake-up heap, -1 when not in it
+    this.dirty = false // changed since the last pump: look at it in the next one
+    this.ready = false // in the line of groups with a batch to send
+    this.removed = false
+  }
+
+  // Takes the queued records past their delivery deadline: the oldest, a
+  // prefix. Null when there are none.
+  takeExpired (now, timeoutMs) {
+    const queue = this.queue
+    let expired = null
+    while (queue.length > 0 && queue.peek().at + timeoutMs <= now) {
+      const rec = queue.shift()
+      this.bytes -= rec.bytes
+      if (expired === null) expired = []
+      expired.push(rec)
+    }
+    return expired
+  }
+
+  // Cuts the next batch off the queue. Every item fits in a batch on its
+  // own (push() checks), so the first one always goes.
+  cut (maxItems, maxBytes, deliveryTimeoutMs) {
+    const queue = this.queue
+    const records = []
+    let bytes = 0
+    while (queue.length > 0 && records.length < maxItems && bytes + queue.peek().bytes <= maxBytes) {
+      const rec = queue.shift()
+      rec.state = BATCHED
+      records.push(rec)
+      bytes += rec.bytes
+    }
+    this.bytes -= bytes
+    this.batch = new Batch(records, bytes, deliveryTimeoutMs)
+    return this.batch
+  }
+}
+
+class Batch {
+  constructor (records, bytes, deliveryTimeoutMs) {
+    this.records = records
+    this.bytes = bytes
+    this.attempt = 0
+    this.inFlight = false
+    this.retryAt = 0
+    this.deadline = records[0].at + deliveryTimeoutMs
+  }
+
+  // Returns the records past their deadline. One in flight keeps its
+  // records (the request is on its way); otherwise the rest are the batch.
+  dropExpired (now, timeoutMs) {
+    const live = []
+    const expired = []
+    let bytes = 0
+    for (const rec of this.records) {
+      if (rec.state === DONE) continue
+      if (rec.at + timeoutMs <= now) {
+        expired.push(rec)
+      } else {
+        live.push(rec)
+        bytes += rec.bytes
+      }
+    }
+    if (!this.inFlight) {
+      this.records = live
+      this.bytes = bytes
+    }
+    if (live.length > 0) this.deadline = live[0].at + timeoutMs
+    else if (this.inFlight) this.deadline = Infinity
+    return expired
+  }
+}
+
+// The clock as read at the first push of a synchronous run of pushes (the
+// callers one settle released, a burst of requests): their deadlines count
+// from then, a little early and never late, for one clock read per run.
+class RunClock {
+  #at = 0
+  #fresh = false
+  #stale = () => { this.#fresh = false }
+
+  now () {
+    if (this.#fresh) return this.#at
+    this.#fresh = true
+    queueMicrotask(this.#stale)
+    this.#at = performance.now()
+    return this.#at
+  }
+}
+
+module.exports = { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, Batch, RunClock }
