@@ -320,11 +320,10 @@ class WrappedProducer {
       }
     }
     if (first === null) return Promise.resolve([])
-    // One message (the usual send()): the batcher's own promise. A call of
-    // several is queued whole or refused whole (pushAll).
-    // Every rejection says whether the call's messages may have been written
-    // (#rejection); a call of several waits for all of them to settle, so that
-    // what it says is final.
+    // One message (the usual send()): one step over the batcher's promise. A
+    // call of several is queued whole or refused whole (pushAll), and settles
+    // once all of its messages have, so that its `written` is final. Every
+    // rejection says whether the call's messages may have been written.
     const pending = items === null
       ? this.#batcher.push(first).then(settledOne, (error) => this.#rejectOne(error, first))
       : Promise.allSettled(this.#batcher.pushAll(items)).then((outcomes) => this.#settleCall(outcomes, items))
