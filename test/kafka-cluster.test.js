@@ -20,7 +20,7 @@ const undoPatch = installKafkajsPatch()
 t.teardown(undoPatch)
 const { Kafka, logLevel } = require('kafkajs')
 const { startKafkaCluster } = require('./helpers/kafka-broker')
-const { leaderMoveAll, MOVES } = require('./helpers/leader-move')
+const { leaderMoveAll, createTopic, MOVES } = require('./helpers/leader-move')
 const { wrapProducer } = require('../lib/kafka')
 
 let cluster = null
@@ -68,6 +68,43 @@ for (const move of ['restart', 'rolling', 'elect']) {
     }
   })
 }
+
+// kafkajs fails a whole broker's response for one refused partition, but
+// the other brokers' partitions of the request are written: those resolve.
+t.test('a request refused in part by one broker, for good: what the others wrote resolves, the rest says it may be written', { skip }, async (t) => {
+  const kafka = client()
+  const topic = await createTopic(kafka, 'partial')
+  const admin = kafka.admin()
+  await admin.connect()
+  const { topics } = await admin.fetchTopicMetadata({ topics: [topic] }).finally(() => admin.disconnect())
+  const leaders = new Map(topics[0].partitions.map((p) => [p.partitionId, p.leader]))
+  const raw = kafka.producer({ idempotent: true })
+  await raw.connect()
+  const producer = wrapProducer(raw, { maxBatchBytes: 2_000_000, flushOnSignals: false })
+  t.teardown(() => producer.disconnect())
+  // Past the broker's message.max.bytes (1,048,588), within maxBatchBytes.
+  const huge = 'x'.repeat(1_200_000)
+  const sends = Array.from({ length: leaders.size }, (_, partition) =>
+    producer.send({ topic, messages: [{ partition, value: partition === 0 ? huge : `p${partition}` }] }))
+  const outcomes = await Promise.allSettled(sends)
+  const refused = outcomes[0].reason
+  t.match(refused, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: 'unknown', cause: { type: 'MESSAGE_TOO_LARGE' } })
+  for (const [partition, leader] of leaders) {
+    if (leader === leaders.get(0)) {
+      // Its broker's whole response failed: written or not, kafkajs cannot tell.
+      t.match(outcomes[partition], { status: 'rejected', reason: { written: 'unknown' } }, `partition ${partition}, on the refusing broker: rejected, may be written`)
+    } else {
+      t.equal(outcomes[partition].status, 'fulfilled', `partition ${partition}, on another broker: written, resolved`)
+    }
+  }
+  t.ok([...leaders.values()].some((leader) => leader !== leaders.get(0)), 'the topic has partitions on other brokers')
+  const reader = kafka.admin()
+  await reader.connect()
+  const offsets = await reader.fetchTopicOffsets(topic).finally(() => reader.disconnect())
+  for (const [partition, outcome] of outcomes.entries()) {
+    if (outcome.status === 'fulfilled') t.equal(offsets.find((o) => o.partition === partition)?.high, '1', `partition ${partition}: resolved, and in the topic`)
+  }
+})
 
 // The patch off (IO_HYGIENE_KAFKAJS=0), in a child process that loads kafkajs
 // as it ships, while this process restarts the busiest leader when the child
