@@ -356,7 +356,6 @@ t.test('written by a request that failed, then out of time while the rest is ret
   })
   const wrapped = wrapProducer(producer, { retryBackoffMs: 1, deliveryTimeoutMs: 150, flushOnSignals: false })
   const [a, b] = await Promise.allSettled(['a', 'b'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
-  t.equal(calls, 2)
   t.equal(a.status, 'fulfilled', 'acknowledged by the first attempt')
   t.same(a.value.map((e) => e.baseOffset), ['5'])
   t.match(b.reason, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' })
