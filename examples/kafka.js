@@ -8,8 +8,12 @@
 // With KAFKA_BROKERS=host:port,... it uses yours and downloads nothing.
 //
 // Needs kafkajs, io-hygiene's optional peer dependency: npm install kafkajs
+// io-hygiene first: install() corrects kafkajs's producer (its retry when
+// leaders move, its grouping) as kafkajs loads, so it must come before the
+// first require('kafkajs'); `node -r io-hygiene/register` does the same.
+const { install, wrapProducer } = require('io-hygiene')
+install()
 const { Kafka, logLevel } = require('kafkajs')
-const { wrapProducer } = require('io-hygiene')
 
 async function main () {
   let broker = null

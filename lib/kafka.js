@@ -4,7 +4,7 @@ const { createBatcher, checkLimits, queueOptions } = require('./batch')
 const { onShutdown, offShutdown } = require('./core/shutdown')
 const { integer, timerMs, oneOf, boolean, resolve } = require('./core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED } = require('./core/errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED } = require('./core/errors')
 
 // Defaults, and why, are in the README's kafka table; a test keeps the two equal.
 const spec = {
@@ -101,6 +101,14 @@ const PLAIN_REQUESTS = [-1, 0, 1].map((acks) => requestGroup(acks, undefined, un
 
 const NO_METADATA = Object.freeze([])
 
+// A message's result when the batch's request failed for good after it had
+// written some of the batch's other messages: those resolve, this one rejects.
+class Unwritten {
+  constructor (error) {
+    this.error = error
+  }
+}
+
 // The batcher works on messages: the one record a message costs us besides
 // its caller's promise and the batcher's. `request` holds what must be equal
 // within one Produce request.
@@ -118,6 +126,9 @@ class Item {
     this.partition = null
     // The object handed to kafkajs for this message by the last attempt.
     this.sent = null
+    // Attempts that carried it and may have reached a broker: while none
+    // did, a rejection can say it was not written.
+    this.sends = 0
   }
 }
 function sizeOf (item) {
@@ -136,6 +147,9 @@ class WrappedProducer {
   #kicked = false // a send found the producer idle and asked for a flush
   #maxBatchBytes
   #lastTopic = null
+  // Messages the batcher counts as flushed that reject (Unwritten): stats()
+  // counts them as rejected.
+  #unwritten = 0
 
   constructor (producer, options) {
     this.#producer = producer
@@ -199,6 +213,8 @@ class WrappedProducer {
   // corrected grouping and retry ('patched'), or why not.
   stats () {
     const stats = this.#batcher.stats()
+    stats.flushed -= this.#unwritten
+    stats.rejected += this.#unwritten
     stats.kafkajsPatch = kafkajsPatchStatus()
     return stats
   }
@@ -228,7 +244,7 @@ class WrappedProducer {
   // topic once every message of the call is acknowledged.
   send (record) {
     if (record === null || typeof record !== 'object') {
-      return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT('send()', 'the argument must be an object'))
+      return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT('send()', 'the argument must be an object'))
     }
     return this.#enqueue('send()', null, record.topic, record.messages, record.acks, record.timeout, record.compression)
   }
@@ -236,7 +252,7 @@ class WrappedProducer {
   // kafkajs's sendBatch(): the same, for several topics in one call.
   sendBatch (batch) {
     if (batch === null || typeof batch !== 'object' || !Array.isArray(batch.topicMessages)) {
-      return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT('sendBatch()', '"topicMessages" must be an array'))
+      return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT('sendBatch()', '"topicMessages" must be an array'))
     }
     return this.#enqueue('sendBatch()', batch.topicMessages, undefined, undefined, batch.acks, batch.timeout, batch.compression)
   }
@@ -245,15 +261,15 @@ class WrappedProducer {
   // (topicMessages null, so that send() allocates no wrapper for them).
   #enqueue (method, topicMessages, topic, messages, acks = -1, timeout, compression) {
     // Named for the caller: the batcher underneath is ours, not theirs.
-    if (this.#batcher.closed) return Promise.reject(new ERR_IO_HYGIENE_CLOSED(`${method}: the kafka producer`))
+    if (this.#batcher.closed) return refuse(new ERR_IO_HYGIENE_CLOSED(`${method}: the kafka producer`))
     // Everything is checked before the first message is queued: kafkajs
     // would fail the whole request, and with it every other caller's
     // messages, for one bad message.
     if (acks !== -1 && acks !== 0 && acks !== 1) {
-      return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"acks" must be -1, 0 or 1, got ${acks}`))
+      return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"acks" must be -1, 0 or 1, got ${acks}`))
     }
     if (acks !== -1 && this.#idempotent) {
-      return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, 'the idempotent producer needs acks=-1 (the kafkajs default)'))
+      return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, 'the idempotent producer needs acks=-1 (the kafkajs default)'))
     }
     const request = this.#requestOf(acks, timeout, compression)
     // The usual call is one message: its record goes to the batcher alone,
@@ -269,21 +285,21 @@ class WrappedProducer {
         messages = object ? entry.messages : undefined
       }
       if (!this.#isTopicName(topic)) {
-        return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"topic" must be a valid Kafka topic name, got ${JSON.stringify(topic)}`))
+        return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"topic" must be a valid Kafka topic name, got ${JSON.stringify(topic)}`))
       }
       if (!Array.isArray(messages)) {
-        return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"messages" for topic "${topic}" must be an array`))
+        return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"messages" for topic "${topic}" must be an array`))
       }
       for (let m = 0; m < messages.length; m++) {
         const message = messages[m]
         if (message === null || typeof message !== 'object' || message.value === undefined) {
-          return Promise.reject(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `every message for topic "${topic}" needs a "value" (null for a tombstone)`))
+          return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `every message for topic "${topic}" needs a "value" (null for a tombstone)`))
         }
         const bytes = messageBytes(message)
         // pushAll() would refuse the whole call too; checked here so that the
         // error names the call and the topic, not the batcher.
         if (bytes > this.#maxBatchBytes) {
-          return Promise.reject(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${topic}"`, bytes, this.#maxBatchBytes))
+          return refuse(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${topic}"`, bytes, this.#maxBatchBytes))
         }
         const item = new Item(topic, message, bytes, request)
         if (first === null) {
@@ -295,11 +311,13 @@ class WrappedProducer {
       }
     }
     if (first === null) return Promise.resolve([])
-    // One message (the usual send()): the batcher's own promise. A call of
-    // several is queued whole or refused whole (pushAll).
+    // One message (the usual send()): one step over the batcher's promise. A
+    // call of several is queued whole or refused whole (pushAll), and settles
+    // once all of its messages have, so that its `written` is final. Every
+    // rejection says whether the call's messages may have been written.
     const pending = items === null
-      ? this.#batcher.push(first)
-      : Promise.all(this.#batcher.pushAll(items)).then(merge)
+      ? this.#batcher.push(first).then(settledOne, (error) => this.#rejectOne(error, first))
+      : Promise.allSettled(this.#batcher.pushAll(items)).then((outcomes) => this.#settleCall(outcomes, items))
     if (!this.#busy && !this.#kicked) {
       // Nothing in flight: flush now. The batch is cut in a microtask, so the
       // rest of a synchronous burst (or of the callers a batch just released)
@@ -310,6 +328,38 @@ class WrappedProducer {
       this.#batcher.flush().then(this.#unkick)
     }
     return pending
+  }
+
+  #rejectOne (error, item) {
+    // Written by a request that failed later, then out of time or closed
+    // while the rest of its batch was retried: it was acknowledged.
+    if (item.written !== null) return item.written
+    throw rejection(error, writtenOf(item))
+  }
+
+  // A call of several messages resolves when all of them were written;
+  // otherwise it rejects once all have settled, saying true when some are
+  // known written.
+  #settleCall (outcomes, items) {
+    let failure = null
+    let written = false
+    const values = []
+    for (let i = 0; i < outcomes.length; i++) {
+      const item = items[i]
+      const outcome = outcomes[i]
+      const value = outcome.status === 'fulfilled' ? outcome.value : item.written
+      if (value instanceof Unwritten) {
+        failure ??= value.error
+        written = 'unknown'
+      } else if (value === null) {
+        failure ??= outcome.reason
+        if (writtenOf(item) !== false) written = 'unknown'
+      } else {
+        values.push(value)
+      }
+    }
+    if (failure === null) return merge(values)
+    throw rejection(failure, values.length > 0 ? true : written)
   }
 
   #unkick = () => {
@@ -367,6 +417,7 @@ class WrappedProducer {
       }
       // A message the failed request assigned a partition goes to it again.
       item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
+      item.sends++
       list.push(item.sent)
     }
     const { acks, timeout, compression } = items[0].request
@@ -377,7 +428,22 @@ class WrappedProducer {
     try {
       metadata = await this.#producer.sendBatch(request)
     } catch (error) {
-      throw this.#failed(items, error)
+      const failure = this.#failed(items, error)
+      // A failure for good that wrote some of the batch: those resolve.
+      if (!isRetriable(failure) && items.some((item) => item.written !== null)) {
+        const out = new Array(items.length)
+        let unwritten = null
+        for (let i = 0; i < items.length; i++) {
+          if (items[i].written !== null) {
+            out[i] = items[i].written
+          } else {
+            out[i] = unwritten ??= new Unwritten(failure)
+            this.#unwritten++
+          }
+        }
+        return out
+      }
+      throw failure
     }
     if (!Array.isArray(metadata)) metadata = NO_METADATA
     if (!retry) return results(items, metadata)
@@ -394,6 +460,7 @@ class WrappedProducer {
     // kafkajs refuses a send on a producer that is not connected before
     // anything goes out; retrying would only wait for deliveryTimeoutMs.
     if (error?.name === 'KafkaJSError' && error.message === 'The producer is disconnected') {
+      for (const item of items) if (item.written === null) item.sends--
       return new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
     }
     const partial = error?.[kUnwritten]
@@ -409,6 +476,39 @@ class WrappedProducer {
     }
     return error
   }
+}
+
+// What a rejection says of a message: false when it provably reached no
+// broker (refused before it was queued, never handed to kafkajs, or refused
+// by kafkajs before anything went out), otherwise 'unknown': a request that
+// carried it may have been written before it failed.
+function writtenOf (item) {
+  return item.sends > 0 ? 'unknown' : false
+}
+
+// The error a caller sees: ours carry `written` themselves; a kafkajs error
+// is wrapped per call (it is shared by every caller of its batch), and kept
+// as `cause`.
+function rejection (error, written) {
+  if (typeof error?.code === 'string' && error.code.startsWith('ERR_IO_HYGIENE_') && error.code !== 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED' &&
+    (!Object.hasOwn(error, 'written') || error.written === written)) {
+    error.written = written
+    return error
+  }
+  const wrapped = new ERR_IO_HYGIENE_KAFKA_SEND_FAILED('a kafka send()', { cause: error })
+  wrapped.written = written
+  return wrapped
+}
+
+// Refused before anything was queued.
+function refuse (error) {
+  error.written = false
+  return Promise.reject(error)
+}
+
+function settledOne (value) {
+  if (value instanceof Unwritten) throw rejection(value.error, 'unknown')
+  return value
 }
 
 // Each message's result: the response's entries for its topic, only its

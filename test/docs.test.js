@@ -207,6 +207,7 @@ const row = { payload: Buffer.from('hello') }`,
   kafka: async (t) => ({
     replace: [["'kafka:9092'", `'${await kafkaBroker()}'`]],
     prelude: "const id = 'user-1'\nconst event = { type: 'signup' }",
+    check: async (t, { stderr }) => t.notMatch(stderr, /IO_HYGIENE_KAFKAJS_NOT_PATCHED/, 'io-hygiene installed before kafkajs loaded'),
   }),
   statsd: async (t) => {
     const r = await statsdReceiver(t)

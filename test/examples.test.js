@@ -25,6 +25,7 @@ const keyLines = {
     const m = /^5,000 send\(\) calls acknowledged in \d+ ms with (\d+) Produce requests$/m.exec(out)
     t.ok(m, 'prints the sends, their acknowledgement and the Produce requests')
     t.ok(Number(m?.[1]) >= 1 && Number(m?.[1]) <= 100, `batched into at most 100 Produce requests (got ${m?.[1]})`)
+    t.match(out, /kafkajsPatch: 'patched'/, 'on the kafkajs io-hygiene corrects: installed before kafkajs loaded')
   },
   'statsd.js': (t, out) => {
     t.match(out, /^receiver: one datagram of \d+ bytes:$/m, 'the receiver got a datagram')

@@ -11,7 +11,7 @@ const path = require('node:path')
 const { fork } = require('node:child_process')
 const enabled = process.env.IO_HYGIENE_TEST_KAFKA_CLUSTER === '1'
 const skip = enabled ? false : 'set IO_HYGIENE_TEST_KAFKA_CLUSTER=1 to run the three-broker cluster tests'
-// Seven leader moves of up to a minute each, past tap's 180 s for a file.
+// Four leader moves of up to a minute each, past tap's 180 s for a file.
 if (enabled) t.setTimeout(540_000)
 
 // Before kafkajs loads, as install() would.
@@ -20,7 +20,7 @@ const undoPatch = installKafkajsPatch()
 t.teardown(undoPatch)
 const { Kafka, logLevel } = require('kafkajs')
 const { startKafkaCluster } = require('./helpers/kafka-broker')
-const { leaderMove, MOVES } = require('./helpers/leader-move')
+const { leaderMoveAll, createTopic, MOVES } = require('./helpers/leader-move')
 const { wrapProducer } = require('../lib/kafka')
 
 let cluster = null
@@ -34,31 +34,77 @@ function client () {
   return new Kafka({ clientId: 'io-hygiene-cluster', brokers: cluster.brokers, logLevel: logLevel.NOTHING, retry: { maxRetryTime: 2000 } })
 }
 
+// One move of the leaders per kind serves both producers at once, each on
+// its own topic: the moves are most of this file's time.
 for (const move of ['restart', 'rolling', 'elect']) {
-  for (const idempotent of [false, true]) {
-    const name = `${idempotent ? 'idempotent' : 'default'} producer, leaders moved by ${move}: every resolved send is in the topic${idempotent ? ' exactly once, in call order' : ''}`
-    t.test(name, { skip }, async (t) => {
-      t.equal(kafkajsPatchStatus(), 'patched', 'kafkajs runs with the corrected grouping and retry')
-      const kafka = client()
+  t.test(`leaders moved by ${move}`, { skip }, async (t) => {
+    t.equal(kafkajsPatchStatus(), 'patched', 'kafkajs runs with the corrected grouping and retry')
+    const kafka = client()
+    const producers = []
+    for (const idempotent of [false, true]) {
       const raw = kafka.producer({ idempotent })
       await raw.connect()
       const producer = wrapProducer(raw)
       t.teardown(() => producer.disconnect())
-      const r = await leaderMove({ kafka, producer, moveLeaders: (topic) => MOVES[move](kafka, cluster, topic) })
-      t.comment(JSON.stringify(r))
-      t.equal(r.ackedNotInTopic, 0, 'no send resolved that is not in the topic')
-      t.equal(r.lost, 0, 'nothing missing that was not rejected')
-      // Nothing here is one a caller must see: every error is transient.
-      t.equal(r.rejected, 0, 'no send rejected before deliveryTimeoutMs')
-      if (idempotent) {
-        t.equal(r.duplicated, 0, 'no duplicate')
-        t.equal(r.outOfOrder, 0, 'call order kept in every partition')
-      }
-      const stats = producer.stats()
-      t.equal(stats.queued + stats.inFlight + stats.waiting, 0, 'nothing left pending')
-    })
-  }
+      producers.push(producer)
+    }
+    const results = await leaderMoveAll({ kafka, producers, moveLeaders: (topic) => MOVES[move](kafka, cluster, topic) })
+    for (const [i, idempotent] of [false, true].entries()) {
+      const r = results[i]
+      t.test(`${idempotent ? 'idempotent' : 'default'} producer: every resolved send is in the topic${idempotent ? ' exactly once, in call order' : ''}`, async (t) => {
+        t.comment(JSON.stringify(r))
+        t.equal(r.ackedNotInTopic, 0, 'no send resolved that is not in the topic')
+        t.equal(r.lost, 0, 'nothing missing that was not rejected')
+        // Nothing here is one a caller must see: every error is transient.
+        t.equal(r.rejected, 0, 'no send rejected before deliveryTimeoutMs')
+        t.equal(r.rejectedNotWrittenInTopic, 0, 'no rejection said "not written" of a message in the topic')
+        if (idempotent) {
+          t.equal(r.duplicated, 0, 'no duplicate')
+          t.equal(r.outOfOrder, 0, 'call order kept in every partition')
+        }
+        const stats = producers[i].stats()
+        t.equal(stats.queued + stats.inFlight + stats.waiting, 0, 'nothing left pending')
+      })
+    }
+  })
 }
+
+// kafkajs fails a whole broker's response for one refused partition, but
+// the other brokers' partitions of the request are written: those resolve.
+t.test('a request refused in part by one broker, for good: what the others wrote resolves, the rest says it may be written', { skip }, async (t) => {
+  const kafka = client()
+  const topic = await createTopic(kafka, 'partial')
+  const admin = kafka.admin()
+  await admin.connect()
+  const { topics } = await admin.fetchTopicMetadata({ topics: [topic] }).finally(() => admin.disconnect())
+  const leaders = new Map(topics[0].partitions.map((p) => [p.partitionId, p.leader]))
+  const raw = kafka.producer({ idempotent: true })
+  await raw.connect()
+  const producer = wrapProducer(raw, { maxBatchBytes: 2_000_000, flushOnSignals: false })
+  t.teardown(() => producer.disconnect())
+  // Past the broker's message.max.bytes (1,048,588), within maxBatchBytes.
+  const huge = 'x'.repeat(1_200_000)
+  const sends = Array.from({ length: leaders.size }, (_, partition) =>
+    producer.send({ topic, messages: [{ partition, value: partition === 0 ? huge : `p${partition}` }] }))
+  const outcomes = await Promise.allSettled(sends)
+  const refused = outcomes[0].reason
+  t.match(refused, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: 'unknown', cause: { type: 'MESSAGE_TOO_LARGE' } })
+  for (const [partition, leader] of leaders) {
+    if (leader === leaders.get(0)) {
+      // Its broker's whole response failed: written or not, kafkajs cannot tell.
+      t.match(outcomes[partition], { status: 'rejected', reason: { written: 'unknown' } }, `partition ${partition}, on the refusing broker: rejected, may be written`)
+    } else {
+      t.equal(outcomes[partition].status, 'fulfilled', `partition ${partition}, on another broker: written, resolved`)
+    }
+  }
+  t.ok([...leaders.values()].some((leader) => leader !== leaders.get(0)), 'the topic has partitions on other brokers')
+  const reader = kafka.admin()
+  await reader.connect()
+  const offsets = await reader.fetchTopicOffsets(topic).finally(() => reader.disconnect())
+  for (const [partition, outcome] of outcomes.entries()) {
+    if (outcome.status === 'fulfilled') t.equal(offsets.find((o) => o.partition === partition)?.high, '1', `partition ${partition}: resolved, and in the topic`)
+  }
+})
 
 // The patch off (IO_HYGIENE_KAFKAJS=0), in a child process that loads kafkajs
 // as it ships, while this process restarts the busiest leader when the child

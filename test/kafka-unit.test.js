@@ -132,7 +132,7 @@ t.test('a duck-typed producer that answers with no array: each call resolves wit
   t.same(await wrapped.send({ topic: 't', messages: [{ value: 'v' }] }), [])
 })
 
-t.test('retriable errors are retried, others reject the callers with kafkajs\'s error unchanged', async (t) => {
+t.test('retriable errors are retried, others reject each caller with a coded error of its own, kafkajs\'s as its cause', async (t) => {
   let failures = 2
   const transient = Object.assign(new Error('Connection error'), { name: 'KafkaJSNonRetriableError', retriable: false, cause: Object.assign(new Error('ECONNREFUSED'), { name: 'KafkaJSConnectionError', retriable: true }) })
   const retrying = wrapProducer(fakeProducer({ sendBatch: async () => { if (failures-- > 0) throw transient; return [] } }), { retryBackoffMs: 1, maxRetryBackoffMs: 1 })
@@ -142,7 +142,10 @@ t.test('retriable errors are retried, others reject the callers with kafkajs\'s 
 
   const fatal = Object.assign(new Error('message too large'), { name: 'KafkaJSProtocolError', retriable: false })
   const failing = wrapProducer(fakeProducer({ sendBatch: async () => { throw fatal } }))
-  await t.rejects(failing.send({ topic: 't', messages: [{ value: 'v' }] }), fatal)
+  const errors = await Promise.all([1, 2].map(() => failing.send({ topic: 't', messages: [{ value: 'v' }] }).catch((e) => e)))
+  for (const error of errors) t.match(error, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', cause: fatal, written: 'unknown', message: /message too large/ })
+  t.not(errors[0], errors[1], 'one error per caller, so that each says what became of its own messages')
+  t.equal(fatal.written, undefined, 'kafkajs\'s error is left as it was')
   await failing.disconnect()
 })
 
@@ -259,4 +262,103 @@ t.test('a request that failed in part: the written messages resolve with the bat
   t.same(results[2].map((e) => [e.partition, e.baseOffset]), [[2, '20']])
   t.equal(wrapped.stats().retried, 2)
   await wrapped.disconnect()
+})
+
+t.test('every rejection says whether the call\'s messages may have been written', async (t) => {
+  const producer = fakeProducer({ idempotent: true })
+  const wrapped = wrapProducer(producer, { maxBatchBytes: 100, flushOnSignals: false })
+  const refused = [
+    wrapped.send(null),
+    wrapped.sendBatch({}),
+    wrapped.send({ topic: 't', messages: [{ value: 'v' }], acks: 1 }),
+    wrapped.send({ topic: 'bad topic', messages: [{ value: 'v' }] }),
+    wrapped.send({ topic: 't', messages: [{ key: 'k' }] }),
+    wrapped.send({ topic: 't', messages: [{ value: 'x'.repeat(200) }] }),
+  ]
+  for (const pending of refused) t.match(await pending.catch((e) => e), { code: /^ERR_IO_HYGIENE_/, written: false })
+  await wrapped.disconnect()
+  t.match(await wrapped.send({ topic: 't', messages: [{ value: 'v' }] }).catch((e) => e), { code: 'ERR_IO_HYGIENE_CLOSED', written: false })
+
+  // A full queue refuses before anything is queued.
+  const stuck = wrapProducer(fakeProducer({ sendBatch: () => new Promise(() => {}) }), { overflow: 'reject', maxQueuedItems: 1, maxBatchItems: 1, deliveryTimeoutMs: 200, flushOnSignals: false })
+  const inFlight = stuck.send({ topic: 't', messages: [{ value: 'a' }] })
+  await new Promise(setImmediate)
+  t.match(await stuck.send({ topic: 't', messages: [{ value: 'b' }] }).catch((e) => e), { code: 'ERR_IO_HYGIENE_QUEUE_FULL', written: false })
+  // Out of time in flight: the request may have been written.
+  t.match(await inFlight.catch((e) => e), { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' })
+  await stuck.disconnect({ timeoutMs: 10 }).catch(() => {})
+})
+
+t.test('out of time behind a request in flight: never handed to kafkajs, so not written', async (t) => {
+  const wrapped = wrapProducer(fakeProducer({ sendBatch: () => new Promise(() => {}) }), { deliveryTimeoutMs: 100, flushOnSignals: false })
+  const first = wrapped.send({ topic: 't', messages: [{ value: 'a' }] })
+  await new Promise(setImmediate)
+  const queued = wrapped.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 'b' }, { value: 'c' }] }] })
+  t.match(await queued.catch((e) => e), { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: false })
+  t.match(await first.catch((e) => e), { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' })
+  await wrapped.disconnect({ timeoutMs: 10 }).catch(() => {})
+})
+
+// As the corrected kafkajs reports a request that wrote some partitions and
+// then failed: `unwritten` holds the messages not acknowledged.
+function partialFailure (error, unwritten, entries) {
+  const { kUnwritten } = require('../lib/kafkajs-patch')
+  error[kUnwritten] = { unwritten: new Map(unwritten), entries }
+  return error
+}
+
+t.test('a request that wrote some partitions, then failed with an error not retried: the written messages resolve, the others reject', async (t) => {
+  const fatal = Object.assign(new Error('topic authorization failed'), { name: 'KafkaJSProtocolError', retriable: false })
+  const producer = fakeProducer({
+    sendBatch: (request) => {
+      const [, b] = request.topicMessages[0].messages
+      // 'a' and 'c' written to partition 0; 'b' (partition 1) refused.
+      throw partialFailure(fatal, [[b, 1]], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '7' }])
+    },
+  })
+  const wrapped = wrapProducer(producer, { flushOnSignals: false })
+  const [a, b, c] = await Promise.allSettled(['a', 'b', 'c'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+  t.equal(producer.calls.requests.length, 1, 'not retried')
+  t.equal(a.status, 'fulfilled', 'a written message resolves')
+  t.same(a.value.map((e) => [e.partition, e.baseOffset]), [[0, '7']])
+  t.equal(c.status, 'fulfilled')
+  t.match(b.reason, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', cause: fatal, written: 'unknown' })
+  t.match(wrapped.stats(), { flushed: 2, rejected: 1 })
+  await wrapped.disconnect()
+})
+
+t.test('a call of several messages, some written and the rest failed for good: it rejects saying some were written', async (t) => {
+  const fatal = Object.assign(new Error('not authorized'), { name: 'KafkaJSProtocolError', retriable: false })
+  let calls = 0
+  const producer = fakeProducer({
+    sendBatch: (request) => {
+      const messages = request.topicMessages.flatMap((tm) => tm.messages)
+      if (++calls > 1) throw Object.assign(new Error('not authorized'), { name: 'KafkaJSProtocolError', retriable: false })
+      throw partialFailure(fatal, [[messages[1], 1]], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '3' }, { topicName: 'u', partition: 0, errorCode: 0, baseOffset: '4' }])
+    },
+  })
+  const wrapped = wrapProducer(producer, { flushOnSignals: false })
+  const error = await wrapped.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 'a' }, { value: 'b' }] }, { topic: 'u', messages: [{ value: 'c' }] }] }).catch((e) => e)
+  t.match(error, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', cause: fatal, written: true })
+  t.match(await wrapped.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 'd' }, { value: 'e' }] }] }).catch((e) => e), { written: 'unknown' }, 'none known written')
+  await wrapped.disconnect()
+})
+
+t.test('written by a request that failed, then out of time while the rest is retried: the written message resolves', async (t) => {
+  let calls = 0
+  const producer = fakeProducer({
+    sendBatch: (request) => {
+      const [, b] = request.topicMessages[0].messages
+      if (++calls === 1) {
+        throw partialFailure(Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' }), [[b, 1]], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '5' }])
+      }
+      return new Promise(() => {})
+    },
+  })
+  const wrapped = wrapProducer(producer, { retryBackoffMs: 1, deliveryTimeoutMs: 150, flushOnSignals: false })
+  const [a, b] = await Promise.allSettled(['a', 'b'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+  t.equal(a.status, 'fulfilled', 'acknowledged by the first attempt')
+  t.same(a.value.map((e) => e.baseOffset), ['5'])
+  t.match(b.reason, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' })
+  await wrapped.disconnect({ timeoutMs: 10 }).catch(() => {})
 })

@@ -165,6 +165,7 @@ t.test('a send on a producer that was never connected fails at once, as kafkajs 
   const producer = wrapProducer(kafka.producer(), { flushOnSignals: false })
   const error = await producer.send({ topic: 't', messages: [{ value: 'x' }] }).catch((e) => e)
   t.match(error, { code: 'ERR_IO_HYGIENE_NOT_CONNECTED', message: /call connect\(\)/ })
+  t.equal(error.written, false, 'it says nothing was written')
   t.equal(error.cause.name, 'KafkaJSError', 'kafkajs\'s error is the cause')
   const stats = producer.stats()
   t.equal(stats.retried, 0, 'not retried')

@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'ERR_IO_HYGIENE_QUEUE_FULL'
   | 'ERR_IO_HYGIENE_CLOSED'
   | 'ERR_IO_HYGIENE_NOT_CONNECTED'
+  | 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED'
   | 'ERR_IO_HYGIENE_TIMEOUT'
   | 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT'
   | 'ERR_IO_HYGIENE_ITEM_TOO_LARGE'
@@ -492,6 +493,20 @@ export type KafkajsPatchStatus = 'patched' | 'off' | 'not-installed' | 'not-foun
 
 export interface KafkaProducerStats extends BatcherStats {
   readonly kafkajsPatch: KafkajsPatchStatus
+}
+
+/**
+ * Whether a rejected send()'s messages may be in the topic: false when none of them reached a
+ * broker (resending is safe), true when some of them are known written (the others failed),
+ * 'unknown' when some may have been.
+ */
+export type KafkaWritten = false | true | 'unknown'
+
+/** Every rejection of a wrapped producer's send() or sendBatch(). */
+export interface KafkaSendError extends Error {
+  code: string
+  written: KafkaWritten
+  cause?: unknown
 }
 
 export interface WrappedProducer<P extends KafkaProducerLike = KafkaProducerLike> {

@@ -119,3 +119,7 @@ expectType<Histogram>(new Histogram().merge(lookups.toJSON()))
 expectType<string | null>(({} as MonitorAlert).fix)
 install({ monitor: { intervalMs: 500 } })
 expectType<import('.').Monitor | null>(installed()!.monitor)
+
+// Every rejection of a wrapped producer's send() says whether its messages may have been written.
+declare const sendError: import('.').KafkaSendError
+expectType<false | true | 'unknown'>(sendError.written)

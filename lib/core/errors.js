@@ -93,6 +93,14 @@ const ERR_IO_HYGIENE_NOT_CONNECTED = createError(
   (what) => `${what} is not connected: call connect() first (nothing was sent)`,
   Error
 )
+// A kafkajs error that fails a send() for good, kept as `cause`: a wrapper
+// per call, so that its `written` says what became of that call's messages.
+const ERR_IO_HYGIENE_KAFKA_SEND_FAILED = createError(
+  'ERR_IO_HYGIENE_KAFKA_SEND_FAILED',
+  (what) => `${what} failed for good`,
+  Error,
+  { showCause: true }
+)
 const ERR_IO_HYGIENE_ITEM_TOO_LARGE = createError(
   'ERR_IO_HYGIENE_ITEM_TOO_LARGE',
   (what, bytes, max) => `${what}: an item of ${bytes} bytes can never fit in a batch of maxBatchBytes ${max}`,
@@ -178,6 +186,7 @@ module.exports = {
   ERR_IO_HYGIENE_TIMEOUT,
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
   ERR_IO_HYGIENE_NOT_CONNECTED,
+  ERR_IO_HYGIENE_KAFKA_SEND_FAILED,
   ERR_IO_HYGIENE_ITEM_TOO_LARGE,
   ERR_IO_HYGIENE_INVALID_RESULT,
   ERR_IO_HYGIENE_MISSING_PEER,

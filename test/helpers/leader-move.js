@@ -96,35 +96,45 @@ async function readBack (kafka, topic, count) {
 // went out (at most `max` in all). Returns the counts of the issue's table.
 // Paced (each caller waits `paceMs` between sends, about callers * 1000 /
 // paceMs messages a second), so that the stream lasts as long as the move.
-async function leaderMove ({ kafka, producer, moveLeaders, callers = 100, after = 2000, max = 100_000, paceMs = 100 }) {
-  const topic = await createTopic(kafka, 'move')
-  const resolved = new Set()
-  const rejected = new Map() // value -> error code or name
-  let next = 0
-  let endAt = max
-  const sender = async () => {
-    while (next < endAt) {
-      const n = next++
-      try {
-        await producer.send({ topic, messages: [{ key: `k${n % 97}`, value: String(n) }] })
-        resolved.add(n)
-      } catch (error) {
-        rejected.set(n, error.code ?? error.type ?? error.name)
+async function leaderMove ({ producer, ...options }) {
+  return (await leaderMoveAll({ producers: [producer], ...options }))[0]
+}
+
+// The same for several producers at once, each on its own topic, through one
+// move of the leaders (of the first one's topic; every topic has a partition
+// on every node): one move serves them all. Returns their counts in order.
+async function leaderMoveAll ({ kafka, producers, moveLeaders, callers = 100, after = 2000, max = 100_000, paceMs = 100 }) {
+  const flows = []
+  for (const producer of producers) {
+    const flow = { producer, topic: await createTopic(kafka, 'move'), resolved: new Set(), rejected: new Map(), next: 0, endAt: max, senders: null }
+    const sender = async () => {
+      while (flow.next < flow.endAt) {
+        const n = flow.next++
+        try {
+          await producer.send({ topic: flow.topic, messages: [{ key: `k${n % 97}`, value: String(n) }] })
+          flow.resolved.add(n)
+        } catch (error) {
+          flow.rejected.set(n, { by: error.code ?? error.type ?? error.name, written: error.written })
+        }
+        if (paceMs > 0) await sleep(paceMs)
       }
-      if (paceMs > 0) await sleep(paceMs)
     }
+    flows.push(flow)
+    flow.senders = Promise.all(Array.from({ length: callers }, sender))
   }
-  const senders = Promise.all(Array.from({ length: callers }, sender))
-  // Leaders move once the stream is running.
-  const warming = () => resolved.size < 1000 && next < endAt
+  // Leaders move once every stream is running.
+  const warming = () => flows.some((f) => f.resolved.size < 1000 && f.next < f.endAt)
   while (warming()) await sleep(50)
   const started = Date.now()
-  await moveLeaders(topic)
+  await moveLeaders(flows[0].topic)
   const moveMs = Date.now() - started
-  endAt = Math.min(max, next + after)
-  await senders
-  const sent = next
+  for (const flow of flows) flow.endAt = Math.min(max, flow.next + after)
+  await Promise.all(flows.map((f) => f.senders))
+  return Promise.all(flows.map((flow) => count(kafka, flow, moveMs)))
+}
 
+// Reads a flow's topic back and compares it with what each send() said.
+async function count (kafka, { topic, resolved, rejected, next: sent }, moveMs) {
   const consumed = await readBack(kafka, topic, resolved.size)
   const seen = new Map() // value -> times
   const perPartition = new Map()
@@ -157,14 +167,21 @@ async function leaderMove ({ kafka, producer, moveLeaders, callers = 100, after 
   let lost = 0
   for (let n = 0; n < sent; n++) if (!seen.has(n) && !rejected.has(n)) lost++
   let rejectedWritten = 0
-  for (const n of rejected.keys()) if (seen.has(n)) rejectedWritten++
+  // Rejected saying `written: false`, yet in the topic: a rejection that lied.
+  let rejectedNotWrittenInTopic = 0
+  for (const [n, { written }] of rejected) {
+    if (!seen.has(n)) continue
+    rejectedWritten++
+    if (written === false) rejectedNotWrittenInTopic++
+  }
   return {
     moveMs,
     sent,
     resolved: resolved.size,
     rejected: rejected.size,
     rejectedWritten,
-    rejectedBy: [...new Set(rejected.values())],
+    rejectedNotWrittenInTopic,
+    rejectedBy: [...new Set(Array.from(rejected.values(), (r) => r.by))],
     lost,
     duplicated,
     outOfOrder,
@@ -172,4 +189,4 @@ async function leaderMove ({ kafka, producer, moveLeaders, callers = 100, after 
   }
 }
 
-module.exports = { leaderMove, createTopic, MOVES, PARTITIONS }
+module.exports = { leaderMove, leaderMoveAll, createTopic, MOVES, PARTITIONS }
