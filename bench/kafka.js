@@ -41,7 +41,7 @@ const path = require('node:path')
 // grouping, the produce retry that never acknowledges an unwritten
 // partition), loaded afresh after the patch went into require.cache.
 const plain = require('kafkajs')
-const { installKafkajsPatch, kafkajsPatchStatus } = require('../lib/kafkajs-patch')
+const { installKafkajsPatch, kafkajsPatchStatus } = require('../lib/kafka/kafkajs-patch')
 const patched = loadPatched()
 const { logLevel } = plain
 const { requestSampler, percentile, round, report } = require('./common')

@@ -14,9 +14,9 @@ const modules = [
     name: 'kafkajs',
     enabledByDefault: true,
     spec: () => ({}),
-    apply: () => require('./kafkajs-patch').applyKafkajsPatch(),
+    apply: () => require('./kafka/kafkajs-patch').applyKafkajsPatch(),
     // Turned off: wrapProducer() must not patch it later either.
-    off: () => require('./kafkajs-patch').turnOffKafkajsPatch(),
+    off: () => require('./kafka/kafkajs-patch').turnOffKafkajsPatch(),
   },
   {
     name: 'dns',

@@ -389,7 +389,7 @@ t.test('install() loads only what its modules need before their first use', asyn
   const { code, out, stderr } = await run(['-e', script])
   t.equal(code, 0, stderr)
   const later = ['lib/env.js', 'lru-cache', 'undici', 'lib/dns/upstream.js', 'lib/dns/hosts.js', 'lib/dns/ip.js', 'lib/dns/expiry.js', 'lib/monitor/index.js', 'lib/metrics/registry.js',
-    'lib/batch/batcher.js', 'lib/kafka.js', 'lib/statsd/index.js', 'lib/statsd/options.js', 'lib/statsd/client-state.js', 'lib/statsd/host-lookup.js', 'lib/http/sink.js', 'lib/http/agent.js', 'lib/core/diagnostics.js', 'lib/core/errors.js']
+    'lib/batch/batcher.js', 'lib/kafka/index.js', 'lib/statsd/index.js', 'lib/statsd/options.js', 'lib/statsd/client-state.js', 'lib/statsd/host-lookup.js', 'lib/http/sink.js', 'lib/http/agent.js', 'lib/core/diagnostics.js', 'lib/core/errors.js']
   for (const when of ['atStart', 'idle']) {
     for (const file of later) t.notOk(out[when].files.includes(file), `${when}: ${file} not loaded`)
     for (const builtin of ['net', 'dgram', 'diagnostics_channel']) t.notOk(out[when].builtins.includes(builtin), `${when}: node:${builtin} not asked for`)

@@ -3,7 +3,7 @@
 // wrapProducer() on a three-node KRaft cluster while leaders move: a node
 // restarted, a rolling restart of all three, a preferred-leader election;
 // with the default and the idempotent producer, kafkajs patched
-// (lib/kafkajs-patch.js) and not. Every JVM costs seconds of a shared CPU, so
+// (lib/kafka/kafkajs-patch.js) and not. Every JVM costs seconds of a shared CPU, so
 // this file runs only with IO_HYGIENE_TEST_KAFKA_CLUSTER=1 (CI sets it on one
 // Node line) and starts its cluster once.
 const t = require('tap')
@@ -15,7 +15,7 @@ const skip = enabled ? false : 'set IO_HYGIENE_TEST_KAFKA_CLUSTER=1 to run the t
 if (enabled) t.setTimeout(540_000)
 
 // Before kafkajs loads, as install() would.
-const { installKafkajsPatch, kafkajsPatchStatus } = require('../lib/kafkajs-patch')
+const { installKafkajsPatch, kafkajsPatchStatus } = require('../lib/kafka/kafkajs-patch')
 const undoPatch = installKafkajsPatch()
 t.teardown(undoPatch)
 const { Kafka, logLevel } = require('kafkajs')

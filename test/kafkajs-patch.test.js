@@ -1,6 +1,6 @@
 'use strict'
 
-// lib/kafkajs-patch.js: the linear grouping gives kafkajs's result; the
+// lib/kafka/kafkajs-patch.js: the linear grouping gives kafkajs's result; the
 // patch goes in only before kafkajs's producer loads and only on the known
 // files, says once when it cannot, and can be turned off. Process-wide, so
 // each case runs in a child process of its own. The produce retry it
@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
-const { groupMessagesPerPartition, KNOWN } = require('../lib/kafkajs-patch')
+const { groupMessagesPerPartition, KNOWN } = require('../lib/kafka/kafkajs-patch')
 
 const root = path.join(__dirname, '..')
 const kafkajsDir = path.dirname(require.resolve('kafkajs'))
@@ -42,7 +42,7 @@ t.test('the linear grouping gives kafkajs\'s result, calling the partitioner in 
 })
 
 const report = `
-  const status = () => require('./lib/kafkajs-patch').kafkajsPatchStatus()
+  const status = () => require('./lib/kafka/kafkajs-patch').kafkajsPatchStatus()
   const warnings = []
   process.on('warning', (w) => warnings.push(w.code))
   const done = (extra) => setImmediate(() => process.stdout.write(JSON.stringify({ status: status(), warnings, ...extra })))
@@ -52,10 +52,10 @@ t.test('install() puts the corrected files in place before kafkajs loads; its pr
   const { code, stdout, stderr } = await run(`${report}
     const handle = require('io-hygiene').install({ dns: false, http: false })
     const { Kafka } = require('kafkajs')
-    const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafkajs-patch').groupMessagesPerPartition
+    const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
     new Kafka({ brokers: ['127.0.0.1:1'] }).producer()
     // Again, kafkajs loaded on the corrected files: still patched, no warning.
-    require('./lib/kafkajs-patch').installKafkajsPatch()
+    require('./lib/kafka/kafkajs-patch').installKafkajsPatch()
     done({ ours, stats: handle.stats().kafkajs })
   `)
   t.equal(code, 0, stderr)
@@ -92,7 +92,7 @@ t.test('turned off by IO_HYGIENE_KAFKAJS=0 or install({ kafkajs: false }): not p
     const { code, stdout, stderr } = await run(`${report}
       ${call}
       const { Kafka } = require('kafkajs')
-      const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafkajs-patch').groupMessagesPerPartition
+      const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
       const p = require('io-hygiene').wrapProducer(new Kafka({ brokers: ['127.0.0.1:1'] }).producer())
       done({ ours, stats: p.stats().kafkajsPatch })
     `, env)
@@ -112,12 +112,18 @@ t.test('any other kafkajs is left alone, with one warning', async (t) => {
   const other = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafkajs-'))
   t.teardown(() => fs.rmSync(other, { recursive: true, force: true }))
   fs.cpSync(dir, other, { recursive: true })
-  // One byte of difference is another kafkajs; so is one without a file.
+  // One byte of difference is another kafkajs, of the same length or not; so
+  // is one without a file.
+  const edited = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafkajs-'))
+  t.teardown(() => fs.rmSync(edited, { recursive: true, force: true }))
+  fs.cpSync(dir, edited, { recursive: true })
+  const file = path.join(edited, 'src/producer/groupMessagesPerPartition.js')
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('partition', 'pArtition'))
   fs.appendFileSync(path.join(dir, 'src/producer/sendMessages.js'), '\n')
   fs.rmSync(path.join(other, 'src/producer/createTopicData.js'))
-  for (const copy of [dir, other]) {
+  for (const copy of [dir, other, edited]) {
     const { code, stdout, stderr } = await run(`${report}
-      const { installKafkajsPatch } = require('./lib/kafkajs-patch')
+      const { installKafkajsPatch } = require('./lib/kafka/kafkajs-patch')
       installKafkajsPatch({ dir: ${JSON.stringify(copy)} })
       installKafkajsPatch({ dir: ${JSON.stringify(copy)} })
       done({ cached: Object.keys(require.cache).some((f) => f.startsWith(${JSON.stringify(copy)})) })
@@ -128,11 +134,11 @@ t.test('any other kafkajs is left alone, with one warning', async (t) => {
 })
 
 t.test('no kafkajs to be found: nothing patched, no warning', async (t) => {
-  const { installKafkajsPatch } = require('../lib/kafkajs-patch')
+  const { installKafkajsPatch } = require('../lib/kafka/kafkajs-patch')
   t.equal(installKafkajsPatch({ dir: null })(), undefined, 'an undo that does nothing')
   const cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-no-kafkajs-'))
   t.teardown(() => fs.rmSync(cwd, { recursive: true, force: true }))
-  const lib = JSON.stringify(path.join(root, 'lib', 'kafkajs-patch.js'))
+  const lib = JSON.stringify(path.join(root, 'lib', 'kafka', 'kafkajs-patch.js'))
   const { code, stdout, stderr } = await new Promise((resolve) => {
     execFile(process.execPath, ['-e', `
       const p = require(${lib})
@@ -149,7 +155,7 @@ t.test('uninstall() takes the files out of require.cache while kafkajs is not lo
     const io = require('io-hygiene')
     io.install({ dns: false, http: false })
     io.uninstall()
-    const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafkajs-patch').groupMessagesPerPartition
+    const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
     done({ ours })
   `)
   t.equal(code, 0, stderr)

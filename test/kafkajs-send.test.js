@@ -1,13 +1,13 @@
 'use strict'
 
-// The corrected produce retry (lib/kafkajs-patch.js) against kafkajs's own,
+// The corrected produce retry (lib/kafka/kafkajs-patch.js) against kafkajs's own,
 // on kafkajs's real retrier and response parsing with a scripted cluster: a
 // leader that moves to a broker that already answered, a request still in
 // flight when another fails, a broker that lost the producer's sequence
 // state. The same on a real cluster: kafka-cluster.test.js.
 const t = require('tap')
 const path = require('node:path')
-const { createSendMessagesFactory, kUnwritten } = require('../lib/kafkajs-patch')
+const { createSendMessagesFactory, kUnwritten } = require('../lib/kafka/kafkajs-patch')
 
 const dir = path.dirname(require.resolve('kafkajs'))
 const original = require(path.join(dir, 'src/producer/sendMessages.js'))

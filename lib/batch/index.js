@@ -1,6 +1,6 @@
 'use strict'
 
-// The transport-agnostic batcher. Contract (lib/kafka.js and lib/http/sink.js
+// The transport-agnostic batcher. Contract (lib/kafka/ and lib/http/sink.js
 // build on it; keep this comment true):
 //
 //   const b = createBatcher({ send, ...options })   // validates every option, throws coded errors

@@ -1,10 +1,10 @@
 'use strict'
 
-const { createBatcher, checkLimits, queueOptions } = require('./batch')
-const { onShutdown, offShutdown } = require('./core/shutdown')
-const { integer, timerMs, oneOf, boolean, resolve } = require('./core/options')
+const { createBatcher, checkLimits, queueOptions } = require('../batch')
+const { onShutdown, offShutdown } = require('../core/shutdown')
+const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED } = require('./core/errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED } = require('../core/errors')
 
 // Defaults, and why, are in the README's kafka table; a test keeps the two equal.
 const spec = {
@@ -453,7 +453,7 @@ class WrappedProducer {
     return out
   }
 
-  // The corrected kafkajs (lib/kafkajs-patch.js) says which messages a
+  // The corrected kafkajs (kafkajs-patch.js) says which messages a
   // failed call did not get acknowledged, and their partitions: the others
   // were written, and resolve with the batch; a retry sends only the rest.
   #failed (items, error) {
