@@ -319,10 +319,43 @@ async function main () {
           `${(h.reqPerSec / b.reqPerSec).toFixed(2)}x the baseline's req/s, p99 ${(h.p99Ms / b.p99Ms).toFixed(2)}x.`,
         `stale-keepalive: GET errors ${sh.getErrors} (baseline ${sb.getErrors}), POST errors ${sh.postErrors} (baseline ${sb.postErrors}), duplicate POSTs ${sh.duplicatePosts}.`,
       ],
+      targets: targets(scenarios),
     })
   } finally {
     servers.stop()
   }
+}
+
+// What the http module and the sink promise (docs/http.md, docs/http-sink.md,
+// the README's results table), judged on this run's rows only: a scenario not
+// run judges nothing.
+function targets (scenarios) {
+  const out = []
+  const row = (name, label) => scenarios.find((s) => s.name === name)?.runs.find((r) => r.label === label)
+  const burst = row('fetch-burst', 'io-hygiene')
+  if (burst) {
+    const base = row('fetch-burst', 'baseline')
+    out.push({ name: 'fetch-burst: one DNS lookup for the origin', holds: burst.dnsLookups <= 1, measured: `${burst.dnsLookups}${base ? ` (baseline ${base.dnsLookups})` : ''}` })
+    out.push({ name: 'fetch-burst: at most 128 sockets to the origin (the connections cap)', holds: burst.socketsOpened <= 128, measured: `${burst.socketsOpened}${base ? ` (baseline ${base.socketsOpened})` : ''}` })
+  }
+  const stale = row('stale-keepalive', 'io-hygiene')
+  if (stale) {
+    const base = row('stale-keepalive', 'baseline')
+    out.push({ name: 'stale-keepalive: no GET fails (stale-socket failures retried, GETs are idempotent)', holds: stale.getErrors === 0, measured: `${stale.getErrors}${base ? ` (baseline ${base.getErrors})` : ''}` })
+    out.push({ name: 'stale-keepalive: no POST sent twice', holds: stale.duplicatePosts === 0, measured: `${stale.duplicatePosts}` })
+  }
+  const hung = row('hung-upstream', 'io-hygiene')
+  if (hung) {
+    const base = row('hung-upstream', 'baseline')
+    out.push({ name: 'hung-upstream: every hung request failed within the headers timeout (2 s; counted 5 s after the start)', holds: hung.pendingAfterDeadline === 0, measured: `${hung.pendingAfterDeadline} pending${base ? ` (baseline ${base.pendingAfterDeadline})` : ''}` })
+  }
+  const events = row('events', 'io-hygiene')
+  if (events) {
+    const base = row('events', 'baseline')
+    out.push({ name: 'events: nothing lost', holds: events.lost === 0, measured: `${events.lost}` })
+    if (base) out.push({ name: 'events: batched, fewer requests than one per event', holds: events.httpRequests < base.httpRequests, measured: `${events.httpRequests} vs ${base.httpRequests}` })
+  }
+  return out
 }
 
 // The events scenario is written in its own file; tolerated absent.
