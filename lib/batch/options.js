@@ -3,7 +3,7 @@
 const { integer, timerMs, boolean, oneOf, func, string, nullable } = require('../core/options')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_DELIVERY_TIMEOUT } = require('../core/errors')
 
-// Defaults, and why, are in the README's batch table; a test keeps the two equal.
+// Defaults, and why, are in docs/batch.md's options table; a test keeps the two equal.
 const spec = {
   send: { default: null, check: nullable(func()) },
   name: { default: 'batch', check: string() },

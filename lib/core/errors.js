@@ -1,7 +1,7 @@
 'use strict'
 
 // Every ERR_IO_HYGIENE_* code lives here, built by one factory so that the
-// README, the types and the tests can check the list against one source.
+// docs, the types and the tests can check the list against one source.
 const codes = {}
 
 // As Node's own errors: `name` is the base class's ("TypeError"), and the

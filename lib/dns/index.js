@@ -46,7 +46,7 @@ function defaultHostsPath () {
   return '/etc/hosts'
 }
 
-// Defaults, and why, are in the README's dns table; a test keeps the two equal.
+// Defaults, and why, are in docs/dns.md's options table; a test keeps the two equal.
 const spec = {
   maxEntries: { default: 10_000, check: integer(1) },
   minTtlMs: { default: 1_000, check: timerMs(0) },

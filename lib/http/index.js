@@ -4,7 +4,7 @@ const { integer, timerMs, boolean, nullable } = require('../core/options')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('../core/errors')
 
-// Defaults, and why, are in the README's http table; a test keeps the two equal.
+// Defaults, and why, are in docs/http.md's options table; a test keeps the two equal.
 const spec = {
   connections: { default: 128, check: integer(1) },
   keepAliveTimeoutMs: { default: 4_000, check: timerMs(1) },

@@ -85,7 +85,7 @@ function headerObject () {
   return check
 }
 
-// Defaults, and why, are in the README's http-sink table; a test keeps the two equal.
+// Defaults, and why, are in docs/http-sink.md's options table; a test keeps the two equal.
 const spec = {
   url: { default: null, check: nullable(httpUrl()) },
   name: { default: 'http-sink', check: string() },

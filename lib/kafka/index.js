@@ -6,7 +6,7 @@ const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED } = require('../core/errors')
 
-// Defaults, and why, are in the README's kafka table; a test keeps the two equal.
+// Defaults, and why, are in docs/kafka.md's options table; a test keeps the two equal.
 const spec = {
   // librdkafka's linger.ms. Waited only while a request is in flight: the
   // first send after an idle moment goes at once.

@@ -38,7 +38,7 @@ function conditionList () {
   return check
 }
 
-// Defaults, and why, are in the README's monitor table; a test keeps the two equal.
+// Defaults, and why, are in docs/monitor.md's options table; a test keeps the two equal.
 const spec = {
   intervalMs: { default: 1_000, check: timerMs(10) },
   delayResolutionMs: { default: 10, check: timerMs(1, 1_000) },

@@ -7,7 +7,7 @@ const { kStatsd, UDP_PACKET_BYTES, AGENT_PACKET_BYTES, HOT_SHOTS_OPTIONS, spec, 
 const { ClientState } = require('./client-state')
 const { HostLookup } = require('./host-lookup')
 
-// A hot-shots client configured for production; see the README's statsd
+// A hot-shots client configured for production; see docs/statsd.md's
 // section for every option and why its default is what it is.
 function createStatsd (options) {
   const where = 'createStatsd()'

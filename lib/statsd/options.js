@@ -111,7 +111,7 @@ function dnsCache () {
 
 const passThrough = { default: undefined, check: (where, key, value) => value }
 
-// Defaults, and why, are in the README's statsd table; a test keeps the two equal.
+// Defaults, and why, are in docs/statsd.md's options table; a test keeps the two equal.
 const ownSpec = {
   dnsCache: { default: null, check: nullable(dnsCache()) },
   flushOnExit: { default: true, check: boolean() },
