@@ -228,7 +228,7 @@ t.test('with overflow "reject", a call that does not fit whole is refused whole,
 })
 
 t.test('a request that failed in part: the written messages resolve with the batch, the rest go again to the same partitions', async (t) => {
-  const { kUnwritten } = require('../lib/kafkajs-patch')
+  const { kUnwritten } = require('../lib/kafka/kafkajs-patch')
   let calls = 0
   const producer = fakeProducer({
     sendBatch: (request) => {
@@ -302,7 +302,7 @@ t.test('out of time behind a request in flight: never handed to kafkajs, so not 
 // As the corrected kafkajs reports a request that wrote some partitions and
 // then failed: `unwritten` holds the messages not acknowledged.
 function partialFailure (error, unwritten, entries) {
-  const { kUnwritten } = require('../lib/kafkajs-patch')
+  const { kUnwritten } = require('../lib/kafka/kafkajs-patch')
   error[kUnwritten] = { unwritten: new Map(unwritten), entries }
   return error
 }
