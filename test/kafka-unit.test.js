@@ -289,6 +289,17 @@ t.test('every rejection says whether the call\'s messages may have been written'
   await stuck.disconnect({ timeoutMs: 10 }).catch(() => {})
 })
 
+t.test('callers of one batch out of time: each gets its own error, saying the request may have been written', async (t) => {
+  const wrapped = wrapProducer(fakeProducer({ sendBatch: () => new Promise(() => {}) }), { deliveryTimeoutMs: 100, flushOnSignals: false })
+  // One send and one call of two messages, in one batch handed to kafkajs.
+  const one = wrapped.send({ topic: 't', messages: [{ value: 'a' }] })
+  const two = wrapped.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 'b' }, { value: 'c' }] }] })
+  const [e1, e2] = await Promise.all([one.catch((e) => e), two.catch((e) => e)])
+  t.match(e1, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' })
+  t.match(e2, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' })
+  await wrapped.disconnect({ timeoutMs: 10 }).catch(() => {})
+})
+
 t.test('out of time behind a request in flight: never handed to kafkajs, so not written', async (t) => {
   const wrapped = wrapProducer(fakeProducer({ sendBatch: () => new Promise(() => {}) }), { deliveryTimeoutMs: 100, flushOnSignals: false })
   const first = wrapped.send({ topic: 't', messages: [{ value: 'a' }] })

@@ -490,8 +490,11 @@ function writtenOf (item) {
 // is wrapped per call (it is shared by every caller of its batch), and kept
 // as `cause`.
 function rejection (error, written) {
-  if (typeof error?.code === 'string' && error.code.startsWith('ERR_IO_HYGIENE_') && error.code !== 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED' &&
-    (!Object.hasOwn(error, 'written') || error.written === written)) {
+  const ours = typeof error?.code === 'string' && error.code.startsWith('ERR_IO_HYGIENE_') && error.code !== 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED'
+  // An error of ours already told another caller something else is not
+  // changed under that caller: this one gets its own.
+  const agrees = (error?.written ?? written) === written
+  if (ours && agrees) {
     error.written = written
     return error
   }
