@@ -11,6 +11,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { groupMessagesPerPartition, KNOWN } = require('../lib/kafka/kafkajs-patch')
+const { withWarnings } = require('./helpers/with-warnings')
 
 const root = path.join(__dirname, '..')
 const kafkajsDir = path.dirname(require.resolve('kafkajs'))
@@ -18,7 +19,7 @@ const original = require(path.join(kafkajsDir, 'src/producer/groupMessagesPerPar
 
 function run (script, env = {}) {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['-e', script], { cwd: root, env: { ...process.env, ...env } }, (error, stdout, stderr) => {
+    execFile(process.execPath, ['-e', script], { cwd: root, env: withWarnings({ ...process.env, ...env }) }, (error, stdout, stderr) => {
       resolve({ code: error ? error.code : 0, stdout, stderr })
     })
   })

@@ -14,6 +14,7 @@ const dgram = require('node:dgram')
 const StatsD = require('hot-shots')
 const ioHygiene = require('..')
 const { createStatsd, wrapStatsd, defaults, spec, UDP_PACKET_BYTES, AGENT_PACKET_BYTES, WRAP_WARNING_CODE } = require('../lib/statsd')
+const { withWarnings } = require('./helpers/with-warnings')
 const { startStatsdReceiver, parseLine } = require('./helpers/statsd-receiver')
 const { startDnsServer } = require('./helpers/dns-server')
 const { namespaceSupport, randomLoopback, writeResolverFiles, spawnInNamespace } = require('./helpers/namespace')
@@ -292,9 +293,8 @@ t.test('buffered metrics are flushed on exit', async (t) => {
   ]
   for (const [mode, late, why] of cases) {
     r.reset()
-    // tap hands its children --no-warnings on some Node lines (26): the
-    // child that must print a warning runs without it.
-    const env = mode === 'wrap-natural' ? { ...process.env, NODE_OPTIONS: (process.env.NODE_OPTIONS ?? '').replace(/"?--no-warnings"?/g, '') } : process.env
+    // The child that must print a warning runs without tap's --no-warnings.
+    const env = mode === 'wrap-natural' ? withWarnings() : process.env
     const { code, stderr } = await run([path.join(FIXTURES, 'statsd-exit.js'), mode, server.server, String(r.port)], { env })
     t.equal(code, 0, `${mode} exits cleanly ${stderr}`)
     await r.settle(100)
