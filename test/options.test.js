@@ -6,15 +6,7 @@ const { execFile } = require('node:child_process')
 const { integer, timerMs, MAX_TIMER_MS, boolean, oneOf, func, string, stringArray, object, nullable, resolve, defaultsOf } = require('../lib/core/options')
 
 // Every module's options, as install() and the factories resolve them.
-const SPECS = {
-  dns: require('../lib/dns').spec,
-  http: require('../lib/http').spec,
-  monitor: require('../lib/monitor').spec,
-  batch: require('../lib/batch').spec,
-  kafka: require('../lib/kafka').spec,
-  statsd: require('../lib/statsd').spec,
-  sink: require('../lib/http/sink').spec,
-}
+const SPECS = require('./helpers/specs')
 // Durations whose names carry no unit: hot-shots' own.
 const UNITLESS_DURATIONS = ['statsd.bufferFlushInterval']
 
