@@ -14,15 +14,16 @@ const spec = {
   // librdkafka's batch.num.messages / batch.size: 1,000,000 bytes of keys,
   // values and headers keeps every partition's record batch under the
   // broker's default message.max.bytes (1,048,588).
-  // 1,000 messages: a Produce request costs the broker a few milliseconds
-  // whatever its size, so fewer, larger requests go faster; a batch's client
-  // work is one event-loop stall, quadratic in its size with kafkajs's own
-  // grouping, linear with the one io-hygiene puts in its place
-  // (kafkajs-patch.js). 1,000 was measured with kafkajs's grouping
-  // (bench/kafka.js), and stays where the stall is a few milliseconds. The
-  // batcher's name, not librdkafka's: batch.num.messages bounds one
-  // partition's batch, this one whole request.
-  maxBatchItems: { default: 1000, check: integer(1) },
+  // 500 messages, chosen with bench/kafka.js's throughput scenario: with one
+  // request in flight, the next batch fills while this one is at the broker
+  // and goes out the moment it answers, while the callers it released run.
+  // 1,000 went no faster (the callers then wait all in one batch, and their
+  // work no longer overlaps a request) and stalled the event loop twice as
+  // long per request (the grouping is linear in a batch's size with
+  // kafkajs-patch.js, quadratic without it); 250 went slower. The batcher's
+  // name, not librdkafka's: batch.num.messages bounds one partition's batch,
+  // this one whole request.
+  maxBatchItems: { default: 500, check: integer(1) },
   maxBatchBytes: { default: 1_000_000, check: integer(1) },
   // The memory bound on everything not yet acknowledged.
   maxQueuedItems: { default: 100_000, check: integer(1) },
