@@ -1,0 +1,155 @@
+'use strict'
+
+// kafkajs 2.2.x's record encoder (src/protocol/recordBatch/record/v0), the
+// same bytes at a tenth of the cost. kafkajs builds each record in an
+// encoder of its own (a zero-filled 512-byte buffer), every varint in an
+// array turned into a Buffer, the timestamp delta through a 64-bit Long, then
+// copies it into the batch: most of the CPU a produced message costs. This one
+// sizes the record first and writes it into one buffer of that size.
+//
+// Only the inputs whose bytes it is sure of take the fast path: keys, values
+// and header values that are strings, Buffers or absent, integer deltas of
+// up to 2^30. Anything else (a number as a value, a null header value, a
+// Uint8Array) goes to kafkajs's own encoder, bytes, errors and all.
+
+const LIMIT = 2 ** 30
+
+// -1 for an absent key or value (written as length -1), -2 when this encoder
+// does not take the value.
+function byteSize (value) {
+  if (value === null || value === undefined) return -1
+  if (typeof value === 'string') return Buffer.byteLength(value)
+  if (Buffer.isBuffer(value)) return value.length
+  return -2
+}
+
+// Kafka's varints are zigzag-encoded: 0, -1, 1, -2 … become 0, 1, 2, 3 …
+function zigzag (n) {
+  return n >= 0 ? 2 * n : -2 * n - 1
+}
+
+// Bytes of an unsigned LEB128 varint (inputs stay below 2^31).
+function varIntSize (unsigned) {
+  let bytes = 1
+  while (unsigned >= 0x80) {
+    bytes++
+    unsigned >>>= 7
+  }
+  return bytes
+}
+
+function writeVarInt (buf, at, unsigned) {
+  while (unsigned >= 0x80) {
+    buf[at++] = (unsigned & 0x7f) | 0x80
+    unsigned >>>= 7
+  }
+  buf[at++] = unsigned
+  return at
+}
+
+// A length-prefixed key, value or header: the length as a varint (-1 for
+// absent), then the bytes.
+function writeBytes (buf, at, value, size) {
+  at = writeVarInt(buf, at, zigzag(size))
+  if (size > 0) {
+    if (typeof value === 'string') buf.write(value, at, size, 'utf8')
+    else value.copy(buf, at)
+    at += size
+  }
+  return at
+}
+
+function fieldSize (size) {
+  return varIntSize(zigzag(size)) + Math.max(size, 0)
+}
+
+// The bytes of the record's headers, or -1 when kafkajs's encoder must take
+// them. kafkajs writes one header per value, an array's items in order.
+function headersSize (headers, names) {
+  let bytes = 0
+  for (const name of names) {
+    const value = headers[name]
+    const nameBytes = fieldSize(Buffer.byteLength(name))
+    if (Array.isArray(value)) {
+      for (const item of value) {
+        const size = byteSize(item)
+        if (size < 0) return -1
+        bytes += nameBytes + fieldSize(size)
+      }
+    } else {
+      const size = byteSize(value)
+      if (size < 0) return -1
+      bytes += nameBytes + fieldSize(size)
+    }
+  }
+  return bytes
+}
+
+function headerCount (headers, names) {
+  let count = 0
+  for (const name of names) count += Array.isArray(headers[name]) ? headers[name].length : 1
+  return count
+}
+
+function writeHeaders (buf, at, headers, names) {
+  for (const name of names) {
+    const value = headers[name]
+    const nameSize = Buffer.byteLength(name)
+    if (Array.isArray(value)) {
+      for (const item of value) {
+        at = writeBytes(buf, at, name, nameSize)
+        at = writeBytes(buf, at, item, byteSize(item))
+      }
+    } else {
+      at = writeBytes(buf, at, name, nameSize)
+      at = writeBytes(buf, at, value, byteSize(value))
+    }
+  }
+  return at
+}
+
+const NO_NAMES = []
+
+// `Encoder` is kafkajs's class (the batch copies `.buffer` of what a record
+// returns); `original` is kafkajs's own record encoder, for what this one
+// does not take.
+function createRecordEncoder (Encoder, original) {
+  return function Record (record) {
+    const { offsetDelta = 0, timestampDelta = 0, key, value, headers } = record
+    if (!Number.isInteger(offsetDelta) || !Number.isInteger(timestampDelta) ||
+      Math.abs(offsetDelta) > LIMIT || Math.abs(timestampDelta) > LIMIT) return original(record)
+    const keySize = byteSize(key)
+    const valueSize = byteSize(value)
+    if (keySize === -2 || valueSize === -2) return original(record)
+    let names = NO_NAMES
+    let extra = 0
+    if (headers !== undefined) {
+      if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) return original(record)
+      names = Object.keys(headers)
+      extra = headersSize(headers, names)
+      if (extra === -1) return original(record)
+    }
+    const count = names.length === 0 ? 0 : headerCount(headers, names)
+    const body = 1 + varIntSize(zigzag(timestampDelta)) + varIntSize(zigzag(offsetDelta)) +
+      fieldSize(keySize) + fieldSize(valueSize) + varIntSize(zigzag(count)) + extra
+    const total = varIntSize(zigzag(body)) + body
+    // Every byte is written below, so an unzeroed buffer from Node's pool.
+    const buf = Buffer.allocUnsafe(total)
+    let at = writeVarInt(buf, 0, zigzag(body))
+    buf[at++] = 0 // attributes: none are used in a record
+    at = writeVarInt(buf, at, zigzag(timestampDelta))
+    at = writeVarInt(buf, at, zigzag(offsetDelta))
+    at = writeBytes(buf, at, key, keySize)
+    at = writeBytes(buf, at, value, valueSize)
+    at = writeVarInt(buf, at, zigzag(count))
+    if (count > 0) at = writeHeaders(buf, at, headers, names)
+    // An Encoder holding the record, as kafkajs's returns: its constructor
+    // would allocate a buffer only to have it replaced.
+    const encoder = Object.create(Encoder.prototype)
+    encoder.buf = buf
+    encoder.offset = at
+    return encoder
+  }
+}
+
+module.exports = { createRecordEncoder }

@@ -1,0 +1,115 @@
+'use strict'
+
+const t = require('tap')
+const path = require('node:path')
+const { createRecordEncoder } = require('../lib/kafka/record-encoder')
+
+// kafkajs's own encoder and record, the reference for every byte.
+const protocol = path.join(path.dirname(require.resolve('kafkajs')), 'src', 'protocol')
+const Encoder = require(path.join(protocol, 'encoder'))
+const kafkajsRecord = require(path.join(protocol, 'recordBatch', 'record', 'v0'))
+
+let fallbacks = 0
+const original = (record) => {
+  fallbacks++
+  return kafkajsRecord(record)
+}
+const Record = createRecordEncoder(Encoder, original)
+
+// What each encoder makes of a record: its bytes, or the error it throws.
+function outcome (encode, record) {
+  try {
+    const encoder = encode({ ...record })
+    return { bytes: encoder.buffer.toString('hex'), size: encoder.size(), isEncoder: encoder instanceof Encoder }
+  } catch (error) {
+    return { error: `${error.name}: ${error.message}` }
+  }
+}
+
+function same (t, record, name) {
+  t.same(outcome(Record, record), outcome(kafkajsRecord, record), name)
+}
+
+// A small seeded generator (mulberry32), so that a failure can be replayed.
+function random (seed) {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0
+    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+const STRINGS = ['', 'a', 'héllo', 'ünïcødé ✓', '😀 emoji', '\ud800 lone surrogate', 'x'.repeat(127), 'y'.repeat(128), 'z'.repeat(20_000)]
+const DELTAS = [0, 1, -1, 63, 64, -64, -65, 8191, 8192, -8193, 2 ** 20, 2 ** 30, -(2 ** 30)]
+
+t.test('the same bytes as kafkajs for strings, Buffers and absent keys, values and headers', async (t) => {
+  const next = random(27)
+  const pick = (list) => list[Math.floor(next() * list.length)]
+  const field = () => pick([
+    () => null,
+    () => undefined,
+    () => pick(STRINGS),
+    () => Buffer.from(pick(STRINGS)),
+    () => Buffer.alloc(Math.floor(next() * 300), 7),
+  ])()
+  const headerValue = () => pick([
+    () => pick(STRINGS),
+    () => Buffer.from(pick(STRINGS)),
+    () => [pick(STRINGS), Buffer.from('b')],
+    () => [],
+  ])()
+  let mismatches = 0
+  let notEncoders = 0
+  const runs = 20_000
+  fallbacks = 0
+  for (let i = 0; i < runs; i++) {
+    const record = { offsetDelta: Math.floor(next() * 2 ** 20), timestampDelta: pick(DELTAS), key: field(), value: field() }
+    if (next() < 0.3) {
+      record.headers = {}
+      for (let h = Math.floor(next() * 4); h > 0; h--) record.headers[`${pick(STRINGS).slice(0, 12)}-${h}`] = headerValue()
+    }
+    const ours = outcome(Record, record)
+    const theirs = outcome(kafkajsRecord, record)
+    if (ours.bytes !== theirs.bytes || ours.error !== theirs.error) {
+      mismatches++
+      if (mismatches === 1) t.same(ours, theirs, `record ${i} (seed 27) encodes as kafkajs does`)
+    }
+    if (ours.isEncoder !== true) notEncoders++
+  }
+  t.equal(mismatches, 0, `${runs} generated records, byte for byte`)
+  t.equal(notEncoders, 0, 'each returned as an instance of kafkajs\'s Encoder')
+  t.equal(fallbacks, 0, 'all of them on the fast path')
+})
+
+t.test('the records a produce request builds', async (t) => {
+  same(t, { value: 'x'.repeat(100), offsetDelta: 0, timestampDelta: 0 }, 'a value only, as most sends')
+  same(t, { key: 'user-1', value: Buffer.from('{}'), offsetDelta: 499, timestampDelta: 12, headers: { 'content-type': 'application/json' } }, 'key, value and a header')
+  same(t, { value: null, offsetDelta: 3 }, 'a tombstone, no timestamp delta')
+  same(t, { value: 'v', headers: {} }, 'no header')
+  same(t, { value: 'v', headers: { trace: ['a', 'b', Buffer.from('c')] } }, 'one header name with several values')
+})
+
+t.test('what it does not take goes to kafkajs\'s encoder, errors included', async (t) => {
+  const cases = {
+    'a number as value': { value: 42 },
+    'a number as key': { key: 7, value: 'v' },
+    'a Uint8Array as value': { value: new Uint8Array([1, 2, 3]) },
+    'a null header value': { value: 'v', headers: { a: null } },
+    'a null header item': { value: 'v', headers: { a: ['x', null] } },
+    'a number as header value': { value: 'v', headers: { a: 1 } },
+    'null headers': { value: 'v', headers: null },
+    'an array as headers': { value: 'v', headers: ['x'] },
+    'a string as headers': { value: 'v', headers: 'ab' },
+    'a timestamp delta past 2^30': { value: 'v', timestampDelta: 2 ** 31 + 5 },
+    'a negative timestamp delta past 2^30': { value: 'v', timestampDelta: -(2 ** 40) },
+    'a fractional timestamp delta': { value: 'v', timestampDelta: 1.5 },
+    'NaN as timestamp delta': { value: 'v', timestampDelta: NaN },
+    'an offset delta past 2^30': { value: 'v', offsetDelta: 2 ** 31 },
+  }
+  for (const [name, record] of Object.entries(cases)) {
+    fallbacks = 0
+    same(t, record, name)
+    t.equal(fallbacks, 1, `${name}: kafkajs's encoder`)
+  }
+})
