@@ -49,6 +49,36 @@ const report = `
   const done = (extra) => setImmediate(() => process.stdout.write(JSON.stringify({ status: status(), warnings, ...extra })))
 `
 
+// reads(): the files under \`dir\` that the process has read through node:fs
+// so far (Node 22's module loader reads through it too).
+const watchReads = (dir) => `
+  const reads = (() => {
+    const fs = require('node:fs')
+    const list = []
+    for (const name of ['readFileSync', 'openSync']) {
+      const original = fs[name]
+      fs[name] = function (file, ...rest) {
+        if (String(file).startsWith(${JSON.stringify(dir + path.sep)})) list.push(require('node:path').relative(${JSON.stringify(dir)}, String(file)))
+        return original.call(this, file, ...rest)
+      }
+    }
+    return () => [...new Set(list)]
+  })()
+`
+
+// A whole kafkajs with one byte of groupMessagesPerPartition.js changed, in
+// place and harmlessly (\`===\` for \`==\`): another kafkajs that works.
+function editedKafkajs (t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafkajs-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.cpSync(kafkajsDir, dir, { recursive: true })
+  const file = path.join(dir, 'src/producer/groupMessagesPerPartition.js')
+  const text = fs.readFileSync(file, 'utf8')
+  t.ok(text.includes('length === 0'), 'the byte to edit is there')
+  fs.writeFileSync(file, text.replace('length === 0', 'length ==  0'))
+  return dir
+}
+
 t.test('install() puts the corrected files in place before kafkajs loads; its producer uses them', async (t) => {
   const { code, stdout, stderr } = await run(`${report}
     const handle = require('io-hygiene').install({ dns: false, http: false })
@@ -123,15 +153,137 @@ t.test('any other kafkajs is left alone, with one warning', async (t) => {
   fs.appendFileSync(path.join(dir, 'src/producer/sendMessages.js'), '\n')
   fs.rmSync(path.join(other, 'src/producer/createTopicData.js'))
   for (const copy of [dir, other, edited]) {
-    const { code, stdout, stderr } = await run(`${report}
+    // Checked when first asked (here by the status), not at install.
+    const { code, stdout, stderr } = await run(`${report}${watchReads(copy)}
       const { installKafkajsPatch } = require('./lib/kafka/kafkajs-patch')
       installKafkajsPatch({ dir: ${JSON.stringify(copy)} })
       installKafkajsPatch({ dir: ${JSON.stringify(copy)} })
-      done({ cached: Object.keys(require.cache).some((f) => f.startsWith(${JSON.stringify(copy)})) })
+      const atInstall = reads()
+      const first = status()
+      const cached = Object.keys(require.cache).some((f) => f.startsWith(${JSON.stringify(copy)}))
+      // Installed again after the check: checked again, not said again.
+      installKafkajsPatch({ dir: ${JSON.stringify(copy)} })
+      done({ atInstall, first, cached })
     `)
     t.equal(code, 0, stderr)
-    t.same(JSON.parse(stdout), { status: 'unknown-version', warnings: ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'], cached: false })
+    t.same(JSON.parse(stdout), { status: 'unknown-version', warnings: ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'], atInstall: [], first: 'unknown-version', cached: false })
   }
+})
+
+t.test('install() reads no kafkajs file; kafkajs\'s first require of a corrected file checks all five', async (t) => {
+  const { code, stdout, stderr } = await run(`${report}${watchReads(kafkajsDir)}
+    ;(async () => {
+      require('io-hygiene').install({ dns: false, http: false })
+      await new Promise(setImmediate)
+      const atInstall = reads()
+      const warnedAtInstall = warnings.length
+      const { Kafka } = require('kafkajs')
+      const afterKafkajs = reads().filter((f) => Object.keys(require('./lib/kafka/kafkajs-patch').KNOWN).includes(f)).sort()
+      const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
+      new Kafka({ brokers: ['127.0.0.1:1'], logLevel: 0 }).producer()
+      done({ atInstall, warnedAtInstall, afterKafkajs, ours })
+    })()
+  `)
+  t.equal(code, 0, stderr)
+  t.same(JSON.parse(stdout), {
+    status: 'patched',
+    warnings: [],
+    atInstall: [],
+    warnedAtInstall: 0,
+    afterKafkajs: Object.keys(KNOWN).sort(),
+    ours: true,
+  })
+})
+
+t.test('an edited kafkajs: nothing read or said at install; when kafkajs loads, it runs its own files and one warning says so', async (t) => {
+  const copy = editedKafkajs(t)
+  const { code, stdout, stderr } = await run(`${report}${watchReads(copy)}
+    ;(async () => {
+      const { installKafkajsPatch, groupMessagesPerPartition } = require('./lib/kafka/kafkajs-patch')
+      installKafkajsPatch({ dir: ${JSON.stringify(copy)} })
+      await new Promise(setImmediate)
+      const atInstall = reads()
+      const warnedAtInstall = warnings.length
+      const { Kafka } = require(${JSON.stringify(copy)})
+      const kafka = new Kafka({ brokers: ['127.0.0.1:1'], logLevel: 0 })
+      kafka.producer()
+      kafka.producer()
+      const grouping = require(${JSON.stringify(path.join(copy, 'src/producer/groupMessagesPerPartition.js'))})
+      done({ atInstall, warnedAtInstall, edited: grouping.toString().includes('length ==  0'), ours: grouping === groupMessagesPerPartition })
+    })()
+  `)
+  t.equal(code, 0, stderr)
+  t.same(JSON.parse(stdout), {
+    status: 'unknown-version',
+    warnings: ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'],
+    atInstall: [],
+    warnedAtInstall: 0,
+    edited: true,
+    ours: false,
+  })
+  t.match(stderr, /is not the kafkajs 2\.2\.x that io-hygiene corrects/)
+})
+
+t.test('kafkajsPatchStatus() before kafkajs loads runs the check and answers truthfully', async (t) => {
+  const copy = editedKafkajs(t)
+  for (const [dir, expected] of [[kafkajsDir, 'patched'], [copy, 'unknown-version']]) {
+    const { code, stdout, stderr } = await run(`${report}
+      const p = require('./lib/kafka/kafkajs-patch')
+      p.installKafkajsPatch({ dir: ${JSON.stringify(dir)} })
+      const first = p.kafkajsPatchStatus()
+      const producerLoaded = require.cache[${JSON.stringify(path.join(dir, 'src/producer/messageProducer.js'))}] !== undefined
+      const { Kafka } = require(${JSON.stringify(dir)})
+      new Kafka({ brokers: ['127.0.0.1:1'], logLevel: 0 }).producer()
+      const ours = require(${JSON.stringify(path.join(dir, 'src/producer/groupMessagesPerPartition.js'))}) === p.groupMessagesPerPartition
+      done({ first, producerLoaded, ours })
+    `)
+    t.equal(code, 0, stderr)
+    t.same(JSON.parse(stdout), {
+      status: expected,
+      warnings: expected === 'patched' ? [] : ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'],
+      first: expected,
+      producerLoaded: false,
+      ours: expected === 'patched',
+    }, expected)
+  }
+})
+
+t.test('anyone reading require.cache runs the check: the corrected exports, or the file itself', async (t) => {
+  const copy = editedKafkajs(t)
+  for (const [dir, expected] of [[kafkajsDir, 'patched'], [copy, 'unknown-version']]) {
+    const file = JSON.stringify(path.join(dir, 'src/producer/groupMessagesPerPartition.js'))
+    const { code, stdout, stderr } = await run(`${report}${watchReads(dir)}
+      const p = require('./lib/kafka/kafkajs-patch')
+      p.installKafkajsPatch({ dir: ${JSON.stringify(dir)} })
+      const exports = require.cache[${file}].exports
+      // The check reads sendMessages.js first; loading the grouping never does.
+      const checked = reads().includes('src/producer/sendMessages.js')
+      done({ checked, ours: exports === p.groupMessagesPerPartition, same: require(${file}) === exports })
+    `)
+    t.equal(code, 0, stderr)
+    t.same(JSON.parse(stdout), {
+      status: expected,
+      warnings: expected === 'patched' ? [] : ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'],
+      checked: true,
+      ours: expected === 'patched',
+      same: true,
+    }, expected)
+  }
+})
+
+t.test('exports assigned over an entry (a test\'s mock) stay, unchecked, and uninstall() leaves them', async (t) => {
+  const { code, stdout, stderr } = await run(`${report}${watchReads(kafkajsDir)}
+    const io = require('io-hygiene')
+    io.install({ dns: false, http: false })
+    const file = require.resolve('kafkajs/src/producer/groupMessagesPerPartition')
+    const mock = () => ({})
+    require.cache[file].exports = mock
+    const mocked = require(file) === mock && reads().length === 0
+    io.uninstall()
+    done({ mocked, kept: require(file) === mock })
+  `)
+  t.equal(code, 0, stderr)
+  t.same(JSON.parse(stdout), { status: 'not-installed', warnings: [], mocked: true, kept: true })
 })
 
 t.test('no kafkajs to be found: nothing patched, no warning', async (t) => {
@@ -152,15 +304,21 @@ t.test('no kafkajs to be found: nothing patched, no warning', async (t) => {
 })
 
 t.test('uninstall() takes the files out of require.cache while kafkajs is not loaded', async (t) => {
-  const { code, stdout, stderr } = await run(`${report}
-    const io = require('io-hygiene')
-    io.install({ dns: false, http: false })
-    io.uninstall()
-    const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
-    done({ ours })
-  `)
-  t.equal(code, 0, stderr)
-  t.same(JSON.parse(stdout), { status: 'not-installed', warnings: [], ours: false })
+  for (const checkFirst of [false, true]) {
+    const { code, stdout, stderr } = await run(`${report}
+      const io = require('io-hygiene')
+      io.install({ dns: false, http: false })
+      const file = require.resolve('kafkajs/src/producer/groupMessagesPerPartition')
+      // An entry someone took from require.cache before the uninstall.
+      const held = require.cache[file]
+      if (${checkFirst}) status()
+      io.uninstall()
+      const ours = require(file) === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
+      done({ ours, held: held.exports === require(file) || held.exports === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition })
+    `)
+    t.equal(code, 0, stderr)
+    t.same(JSON.parse(stdout), { status: 'not-installed', warnings: [], ours: false, held: true }, checkFirst ? 'after the check' : 'before it')
+  }
 })
 
 t.test('a send on a producer that was never connected fails at once, as kafkajs does, with a coded error', async (t) => {

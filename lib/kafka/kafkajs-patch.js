@@ -44,9 +44,10 @@ const kUnwritten = Symbol.for('io-hygiene.kafkajs.unwritten.v1')
 const kState = Symbol.for('io-hygiene.kafkajs.patch.v1')
 
 // One state per process, shared by every copy of io-hygiene:
-// 'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'
+// 'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'.
+// `pending`: the content check still to run, if any (see putInPlace()).
 function state () {
-  globalThis[kState] ??= { status: 'not-installed', dir: null, warned: false }
+  globalThis[kState] ??= { status: 'not-installed', dir: null, warned: false, pending: null }
   return globalThis[kState]
 }
 
@@ -214,11 +215,11 @@ function createSendMessagesFactory (dir) {
   }
 }
 
-// Tells kafkajs's files from any edit of them, at install() time: a release,
-// a hand patch, a bundler's rewrite. Nobody gains by forging a match (whoever
-// can write node_modules runs code anyway), so a fast non-cryptographic hash
-// (two multiplicative 32-bit lanes, mixed at the end) serves, and node:crypto
-// is never loaded at start-up: 15 KB hash in well under a millisecond.
+// Tells kafkajs's files from any edit of them: a release, a hand patch, a
+// bundler's rewrite. Nobody gains by forging a match (whoever can write
+// node_modules runs code anyway), so a fast non-cryptographic hash (two
+// multiplicative 32-bit lanes, mixed at the end) serves, and node:crypto is
+// never loaded for it: 15 KB hash in well under a millisecond.
 function fingerprint (bytes) {
   let h1 = 0xdeadbeef ^ bytes.length
   let h2 = 0x41c6ce57 ^ bytes.length
@@ -232,8 +233,12 @@ function fingerprint (bytes) {
   return `${bytes.length}:${hex(h2)}${hex(h1)}`
 }
 
-function hashOf (file) {
-  return fingerprint(fs.readFileSync(file))
+function isKnownKafkajs (dir) {
+  try {
+    return Object.entries(KNOWN).every(([name, hash]) => fingerprint(fs.readFileSync(path.join(dir, name))) === hash)
+  } catch {
+    return false
+  }
 }
 
 // The kafkajs the application would load: resolved from its main module,
@@ -267,50 +272,106 @@ function installKafkajsPatch ({ dir = findKafkajs() } = {}) {
   }
   s.dir = dir
   const files = Object.keys(KNOWN).map((name) => path.join(dir, name))
+  // Already in place (by an earlier call, or another copy of io-hygiene):
+  // checked, or to be checked when first read.
+  if (require.cache[files[0]]?.[kState] === true) return nothing
   if (require.cache[files[2]] !== undefined) {
-    if (require.cache[files[0]]?.[kState] === true) {
-      s.status = 'patched'
-      return nothing
-    }
     s.status = 'loaded-too-early'
     warnOnce(s, 'kafkajs was loaded before io-hygiene, so its producer keeps the grouping that stalls the event loop and the retry that can acknowledge unwritten messages on a cluster: call install() or start node with -r io-hygiene/register before kafkajs is required')
     return nothing
   }
-  let same
-  try {
-    same = Object.entries(KNOWN).every(([name, hash]) => hashOf(path.join(dir, name)) === hash)
-  } catch {
-    same = false
+  return putInPlace(s, dir, files)
+}
+
+// The entries go in at once, but the files' content is checked (five files
+// read and hashed, a millisecond a service pays at every start) only when
+// something first reads an entry's exports: kafkajs's producer as it loads,
+// anyone else reading require.cache, or kafkajsPatchStatus(). Node's CommonJS
+// loader (22, 24 and 26) returns a loaded cached module's `exports`, so an
+// accessor there runs exactly then. Known files: the corrected exports, as
+// plain data from then on. Any other kafkajs: the entries leave
+// require.cache, and each read loads the file itself, so kafkajs runs as it
+// ships.
+function putInPlace (s, dir, files) {
+  let known = null // null: not checked yet
+  const entries = [
+    { filename: files[0], corrected: () => createSendMessagesFactory(dir) },
+    { filename: files[1], corrected: () => groupMessagesPerPartition },
+  ]
+  for (const entry of entries) {
+    const m = new Module(entry.filename, null)
+    m.filename = entry.filename
+    m.paths = Module._nodeModulePaths(path.dirname(entry.filename))
+    m.loaded = true
+    m[kState] = true
+    entry.module = m
+    entry.get = () => {
+      check()
+      // Known: check() has made the exports plain data.
+      if (known) return m.exports
+      return setExports(m, require(entry.filename))
+    }
+    entry.ours = entry.get
+    Object.defineProperty(m, 'exports', {
+      get: entry.get,
+      // Whoever assigns exports (a test's mock) replaces ours, as on any module.
+      set: (value) => setExports(m, value),
+      enumerable: true,
+      configurable: true,
+    })
+    require.cache[entry.filename] = m
   }
-  if (!same) {
+
+  // Whether an entry's exports, and its place in require.cache, are still
+  // ours: read without running the check.
+  const ownsExports = ({ module, ours }) => {
+    const { get, value } = Object.getOwnPropertyDescriptor(module, 'exports')
+    return (get ?? value) === ours
+  }
+  const stillOurs = (entry) => require.cache[entry.filename] === entry.module && ownsExports(entry)
+
+  function check () {
+    if (known !== null) return
+    known = isKnownKafkajs(dir)
+    if (s.pending === check) s.pending = null
+    if (known) {
+      for (const entry of entries) {
+        if (ownsExports(entry)) entry.ours = setExports(entry.module, entry.corrected())
+      }
+      s.status = 'patched'
+      return
+    }
+    for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
     s.status = 'unknown-version'
     warnOnce(s, `the kafkajs in ${dir} is not the kafkajs 2.2.x that io-hygiene corrects; it is left alone (its grouping can stall the event loop, its retry can acknowledge unwritten messages on a cluster)`)
-    return nothing
   }
-  const entries = [
-    [files[0], createSendMessagesFactory(dir)],
-    [files[1], groupMessagesPerPartition],
-  ]
-  for (const [filename, exports] of entries) {
-    const m = new Module(filename, null)
-    m.filename = filename
-    m.paths = Module._nodeModulePaths(path.dirname(filename))
-    m.loaded = true
-    m.exports = exports
-    m[kState] = true
-    require.cache[filename] = m
-  }
+
+  // In place, not yet checked: 'patched' is the answer unless the check says
+  // otherwise, and kafkajsPatchStatus() runs it before it answers.
   s.status = 'patched'
+  s.pending = check
   return () => {
-    for (const [filename, exports] of entries) {
-      if (require.cache[filename]?.exports === exports) delete require.cache[filename]
+    // Undone before anything read the entries: nothing to check, and a module
+    // someone still holds loads the file itself.
+    if (known === null) {
+      known = false
+      if (s.pending === check) s.pending = null
     }
+    for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
     if (s.status === 'patched') s.status = 'not-installed'
   }
 }
 
+// A module's exports as the plain data property Node's loader makes.
+function setExports (m, value) {
+  Object.defineProperty(m, 'exports', { value, writable: true, enumerable: true, configurable: true })
+  return value
+}
+
 function kafkajsPatchStatus () {
-  return state().status
+  const s = state()
+  s.pending?.()
+  return s.status
 }
 
 // install()'s module: the patch, its status in install().stats(), its undo.
