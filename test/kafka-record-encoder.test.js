@@ -41,7 +41,7 @@ function random (seed) {
 }
 
 const STRINGS = ['', 'a', 'héllo', 'ünïcødé ✓', '😀 emoji', '\ud800 lone surrogate', 'x'.repeat(127), 'y'.repeat(128), 'z'.repeat(20_000)]
-const DELTAS = [0, 1, -1, 63, 64, -64, -65, 8191, 8192, -8193, 2 ** 20, 2 ** 30, -(2 ** 30)]
+const DELTAS = [0, 1, -1, 63, 64, -64, -65, 8191, 8192, -8193, 2 ** 20, 2 ** 30, -(2 ** 30), 2 ** 31, 2 ** 31 + 5, -(2 ** 31) - 1, 2 ** 40 + 3, -(2 ** 41), 2 ** 50, -(2 ** 50)]
 
 t.test('the same bytes as kafkajs for strings, Buffers and absent keys, values and headers', async (t) => {
   const next = random(27)
@@ -101,8 +101,8 @@ t.test('what it does not take goes to kafkajs\'s encoder, errors included', asyn
     'null headers': { value: 'v', headers: null },
     'an array as headers': { value: 'v', headers: ['x'] },
     'a string as headers': { value: 'v', headers: 'ab' },
-    'a timestamp delta past 2^30': { value: 'v', timestampDelta: 2 ** 31 + 5 },
-    'a negative timestamp delta past 2^30': { value: 'v', timestampDelta: -(2 ** 40) },
+    'a timestamp delta past 2^50': { value: 'v', timestampDelta: 2 ** 50 + 2 },
+    'a negative timestamp delta past 2^50': { value: 'v', timestampDelta: -(2 ** 52) },
     'a fractional timestamp delta': { value: 'v', timestampDelta: 1.5 },
     'NaN as timestamp delta': { value: 'v', timestampDelta: NaN },
     'an offset delta past 2^30': { value: 'v', offsetDelta: 2 ** 31 },

@@ -6,6 +6,7 @@
 const t = require('tap')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
+const { once } = require('node:events')
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
 const { startKafka, consumeAll } = require('./helpers/kafka-broker')
 const { wrapProducer } = require('../lib/kafka')
@@ -334,4 +335,21 @@ t.test('send() after disconnect() names the producer, not its batcher', async (t
   await producer.disconnect()
   await t.rejects(producer.send({ topic, messages: [{ value: 'late' }] }), { code: 'ERR_IO_HYGIENE_CLOSED', message: 'send(): the kafka producer is closed' })
   await t.rejects(producer.sendBatch({ topicMessages: [{ topic, messages: [{ value: 'late' }] }] }), { code: 'ERR_IO_HYGIENE_CLOSED', message: 'sendBatch(): the kafka producer is closed' })
+})
+
+t.test('io-hygiene\'s record encoder in kafkajs: every key, value and header reads back as sent, gzip too', async (t) => {
+  const topic = await createTopic(1)
+  const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'kafka-records.js'), broker.brokers.join(','), topic], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk) => { stdout += chunk })
+  child.stderr.on('data', (chunk) => { stderr += chunk })
+  const [code] = await once(child, 'close')
+  t.equal(code, 0, stderr)
+  const { status, encoder, sent } = JSON.parse(stdout)
+  t.equal(status, 'patched', 'kafkajs runs corrected')
+  t.equal(encoder, 'Record', 'its records go through io-hygiene\'s encoder')
+  const consumed = await consumeAll(kafka, topic, sent.length)
+  const read = (list) => list.map(({ key, value, headers }) => JSON.stringify({ key, value, headers })).sort()
+  t.same(read(consumed), read(sent), `${sent.length} records, each as sent`)
 })

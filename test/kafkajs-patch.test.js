@@ -170,7 +170,7 @@ t.test('any other kafkajs is left alone, with one warning', async (t) => {
   }
 })
 
-t.test('install() reads no kafkajs file; kafkajs\'s first require of a corrected file checks all five', async (t) => {
+t.test('install() reads no kafkajs file; kafkajs\'s first require of a corrected file checks every known file', async (t) => {
   const { code, stdout, stderr } = await run(`${report}${watchReads(kafkajsDir)}
     ;(async () => {
       require('io-hygiene').install({ dns: false, http: false })
@@ -337,4 +337,28 @@ t.test('a send on a producer that was never connected fails at once, as kafkajs 
   t.equal(stats.queued + stats.inFlight + stats.waiting, 0, 'nothing left pending')
   await producer.connect().catch(() => {})
   await producer.disconnect({ timeoutMs: 1000 }).catch(() => {})
+})
+
+t.test('the record encoder in kafkajs\'s place hands kafkajs\'s own encoder what it does not take', async (t) => {
+  const Record = require(path.join(kafkajsDir, 'src/protocol/recordBatch/record/v0'))
+  const far = { value: 'v', timestampDelta: 2 ** 52 }
+  let thrown
+  try {
+    Record({ value: 42 })
+  } catch (error) {
+    thrown = `${error.name}: ${error.message}`
+  }
+  const { code, stdout, stderr } = await run(`${report}
+    require('./lib/kafka/kafkajs-patch').installKafkajsPatch()
+    const Record = require('kafkajs/src/protocol/recordBatch/record/v0')
+    let thrown
+    try {
+      Record({ value: 42 })
+    } catch (error) {
+      thrown = error.name + ': ' + error.message
+    }
+    done({ name: Record.name, thrown, far: Record({ value: 'v', timestampDelta: 2 ** 52 }).buffer.toString('hex') })
+  `)
+  t.equal(code, 0, stderr)
+  t.same(JSON.parse(stdout), { status: 'patched', warnings: [], name: 'Record', thrown, far: Record(far).buffer.toString('hex') })
 })

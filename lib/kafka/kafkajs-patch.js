@@ -18,6 +18,9 @@
 //   partition until a response covers it, retries only once every request of
 //   the attempt has settled, and gives an idempotent producer a fresh producer
 //   id when the broker lost its sequence state.
+// - src/protocol/recordBatch/record/v0/index.js builds each record in a
+//   buffer of its own, most of a produced message's CPU: replaced by
+//   record-encoder.js, the same bytes written once.
 //
 // The mechanism is require.cache: a module entry for each file, made before
 // kafkajs's producer requires it. No hook on every require, and nothing at
@@ -25,15 +28,24 @@
 const fs = require('node:fs')
 const Module = require('node:module')
 const path = require('node:path')
+const { createRecordEncoder } = require('./record-encoder')
 
 // Each file's length and a 64-bit hash of its bytes (fingerprint() below).
+const SEND_MESSAGES = 'src/producer/sendMessages.js'
+const GROUP_MESSAGES = 'src/producer/groupMessagesPerPartition.js'
+const MESSAGE_PRODUCER = 'src/producer/messageProducer.js'
+const RECORD = 'src/protocol/recordBatch/record/v0/index.js'
 const KNOWN = {
-  'src/producer/sendMessages.js': '6079:392d861f11a9e814',
-  'src/producer/groupMessagesPerPartition.js': '384:696e1499f2d86474',
-  // How the two are called: read, not replaced.
-  'src/producer/messageProducer.js': '4189:a9f2a147f583a89d',
+  [SEND_MESSAGES]: '6079:392d861f11a9e814',
+  [GROUP_MESSAGES]: '384:696e1499f2d86474',
+  [RECORD]: '1886:9217f0899f49cf7d',
+  // How the three are called, and what a record is made of: read, not replaced.
+  [MESSAGE_PRODUCER]: '4189:a9f2a147f583a89d',
   'src/producer/createTopicData.js': '308:0e3535b443d26241',
   'src/producer/responseSerializer.js': '148:a3ec1201a4fb5901',
+  'src/protocol/requests/produce/v3/request.js': '3112:867b241a2fa82b16',
+  'src/protocol/recordBatch/header/v0/index.js': '247:240f1433de6d9826',
+  'src/protocol/encoder.js': '10222:46b4bc84e756342b',
 }
 
 // What a failed call leaves on its error for wrapProducer(): the messages not
@@ -271,19 +283,18 @@ function installKafkajsPatch ({ dir = findKafkajs() } = {}) {
     return nothing
   }
   s.dir = dir
-  const files = Object.keys(KNOWN).map((name) => path.join(dir, name))
   // Already in place (by an earlier call, or another copy of io-hygiene):
   // checked, or to be checked when first read.
-  if (require.cache[files[0]]?.[kState] === true) return nothing
-  if (require.cache[files[2]] !== undefined) {
+  if (require.cache[path.join(dir, SEND_MESSAGES)]?.[kState] === true) return nothing
+  if (require.cache[path.join(dir, MESSAGE_PRODUCER)] !== undefined) {
     s.status = 'loaded-too-early'
     warnOnce(s, 'kafkajs was loaded before io-hygiene, so its producer keeps the grouping that stalls the event loop and the retry that can acknowledge unwritten messages on a cluster: call install() or start node with -r io-hygiene/register before kafkajs is required')
     return nothing
   }
-  return putInPlace(s, dir, files)
+  return putInPlace(s, dir)
 }
 
-// The entries go in at once, but the files' content is checked (five files
+// The entries go in at once, but the files' content is checked (nine files
 // read and hashed, a millisecond a service pays at every start) only when
 // something first reads an entry's exports: kafkajs's producer as it loads,
 // anyone else reading require.cache, or kafkajsPatchStatus(). Node's CommonJS
@@ -292,11 +303,12 @@ function installKafkajsPatch ({ dir = findKafkajs() } = {}) {
 // plain data from then on. Any other kafkajs: the entries leave
 // require.cache, and each read loads the file itself, so kafkajs runs as it
 // ships.
-function putInPlace (s, dir, files) {
+function putInPlace (s, dir) {
   let known = null // null: not checked yet
   const entries = [
-    { filename: files[0], corrected: () => createSendMessagesFactory(dir) },
-    { filename: files[1], corrected: () => groupMessagesPerPartition },
+    { filename: path.join(dir, SEND_MESSAGES), corrected: () => createSendMessagesFactory(dir) },
+    { filename: path.join(dir, GROUP_MESSAGES), corrected: () => groupMessagesPerPartition },
+    { filename: path.join(dir, RECORD), corrected: () => createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD))) },
   ]
   for (const entry of entries) {
     const m = new Module(entry.filename, null)
@@ -359,6 +371,23 @@ function putInPlace (s, dir, files) {
     }
     for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
     if (s.status === 'patched') s.status = 'not-installed'
+  }
+}
+
+// kafkajs's own export of a file whose require.cache entry is ours, loaded
+// beside it at its first call (the record encoder hands it what it does not
+// take, which most services never send).
+function originalOf (filename) {
+  let exports = null
+  return (...args) => {
+    if (exports === null) {
+      const m = new Module(filename, null)
+      m.filename = filename
+      m.paths = Module._nodeModulePaths(path.dirname(filename))
+      m._compile(fs.readFileSync(filename, 'utf8'), filename)
+      exports = m.exports
+    }
+    return exports(...args)
   }
 }
 

@@ -8,11 +8,15 @@
 // sizes the record first and writes it into one buffer of that size.
 //
 // Only the inputs whose bytes it is sure of take the fast path: keys, values
-// and header values that are strings, Buffers or absent, integer deltas of
-// up to 2^30. Anything else (a number as a value, a null header value, a
-// Uint8Array) goes to kafkajs's own encoder, bytes, errors and all.
+// and header values that are strings, Buffers or absent, integer deltas
+// (offsets up to 2^30, timestamps up to 2^50 ms). Anything else (a number as
+// a value, a null header value, a Uint8Array) goes to kafkajs's own encoder,
+// bytes, errors and all.
 
-const LIMIT = 2 ** 30
+const OFFSET_LIMIT = 2 ** 30
+// kafkajs writes the timestamp delta as a 64-bit varint; a delta this far
+// from 0 zigzags to below 2^53, so plain numbers carry it exactly.
+const TIMESTAMP_LIMIT = 2 ** 50
 
 // -1 for an absent key or value (written as length -1), -2 when this encoder
 // does not take the value.
@@ -42,6 +46,27 @@ function writeVarInt (buf, at, unsigned) {
   while (unsigned >= 0x80) {
     buf[at++] = (unsigned & 0x7f) | 0x80
     unsigned >>>= 7
+  }
+  buf[at++] = unsigned
+  return at
+}
+
+// The same for an unsigned integer up to 2^53, past what bitwise operators take.
+function varLongSize (unsigned) {
+  if (unsigned < 2 ** 31) return varIntSize(unsigned)
+  let bytes = 1
+  while (unsigned >= 0x80) {
+    bytes++
+    unsigned = Math.floor(unsigned / 0x80)
+  }
+  return bytes
+}
+
+function writeVarLong (buf, at, unsigned) {
+  if (unsigned < 2 ** 31) return writeVarInt(buf, at, unsigned)
+  while (unsigned >= 0x80) {
+    buf[at++] = (unsigned % 0x80) | 0x80
+    unsigned = Math.floor(unsigned / 0x80)
   }
   buf[at++] = unsigned
   return at
@@ -117,7 +142,7 @@ function createRecordEncoder (Encoder, original) {
   return function Record (record) {
     const { offsetDelta = 0, timestampDelta = 0, key, value, headers } = record
     if (!Number.isInteger(offsetDelta) || !Number.isInteger(timestampDelta) ||
-      Math.abs(offsetDelta) > LIMIT || Math.abs(timestampDelta) > LIMIT) return original(record)
+      Math.abs(offsetDelta) > OFFSET_LIMIT || Math.abs(timestampDelta) > TIMESTAMP_LIMIT) return original(record)
     const keySize = byteSize(key)
     const valueSize = byteSize(value)
     if (keySize === -2 || valueSize === -2) return original(record)
@@ -130,14 +155,14 @@ function createRecordEncoder (Encoder, original) {
       if (extra === -1) return original(record)
     }
     const count = names.length === 0 ? 0 : headerCount(headers, names)
-    const body = 1 + varIntSize(zigzag(timestampDelta)) + varIntSize(zigzag(offsetDelta)) +
+    const body = 1 + varLongSize(zigzag(timestampDelta)) + varIntSize(zigzag(offsetDelta)) +
       fieldSize(keySize) + fieldSize(valueSize) + varIntSize(zigzag(count)) + extra
     const total = varIntSize(zigzag(body)) + body
     // Every byte is written below, so an unzeroed buffer from Node's pool.
     const buf = Buffer.allocUnsafe(total)
     let at = writeVarInt(buf, 0, zigzag(body))
     buf[at++] = 0 // attributes: none are used in a record
-    at = writeVarInt(buf, at, zigzag(timestampDelta))
+    at = writeVarLong(buf, at, zigzag(timestampDelta))
     at = writeVarInt(buf, at, zigzag(offsetDelta))
     at = writeBytes(buf, at, key, keySize)
     at = writeBytes(buf, at, value, valueSize)
