@@ -35,11 +35,14 @@ const { monitorEventLoopDelay } = require('node:perf_hooks')
 const { setTimeout: sleep } = require('node:timers/promises')
 const v8 = require('node:v8')
 const vm = require('node:vm')
+const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 // Two copies of kafkajs in one process: as it ships (what users run, and
 // every label but io-hygiene), and corrected by io-hygiene's patch (linear
 // grouping, the produce retry that never acknowledges an unwritten
-// partition), loaded afresh after the patch went into require.cache.
+// partition, the record encoder), loaded after the patch went into
+// require.cache.
 const plain = require('kafkajs')
 const { installKafkajsPatch, kafkajsPatchStatus } = require('../lib/kafka/kafkajs-patch')
 const patched = loadPatched()
@@ -75,17 +78,16 @@ const gc = vm.runInNewContext('gc')
 // What the run in progress has done so far, for the progress lines on stderr.
 let progressOf = () => ({})
 
+// The patched copy is kafkajs's files copied to a folder of their own: kafkajs
+// requires some files only when first used (the produce request, with the
+// record encoder), and each copy must then find its own.
 function loadPatched () {
-  const dir = path.dirname(require.resolve('kafkajs'))
-  const own = () => Object.keys(require.cache).filter((file) => file.startsWith(dir + path.sep))
-  const first = new Map(own().map((file) => [file, require.cache[file]]))
-  for (const file of first.keys()) delete require.cache[file]
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-bench-kafkajs-'))
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.cpSync(path.dirname(require.resolve('kafkajs/package.json')), dir, { recursive: true })
   installKafkajsPatch({ dir })
-  const copy = require('kafkajs')
+  const copy = require(dir)
   if (kafkajsPatchStatus() !== 'patched') throw new Error(`kafkajs could not be patched: ${kafkajsPatchStatus()}`)
-  // Later requires (the test helpers' admin and consumer) get the plain copy.
-  for (const file of own()) delete require.cache[file]
-  for (const [file, mod] of first) require.cache[file] = mod
   return copy
 }
 
