@@ -28,7 +28,6 @@
 const fs = require('node:fs')
 const Module = require('node:module')
 const path = require('node:path')
-const { createRecordEncoder } = require('./record-encoder')
 
 // Each file's length and a 64-bit hash of its bytes (fingerprint() below).
 const SEND_MESSAGES = 'src/producer/sendMessages.js'
@@ -308,7 +307,8 @@ function putInPlace (s, dir) {
   const entries = [
     { filename: path.join(dir, SEND_MESSAGES), corrected: () => createSendMessagesFactory(dir) },
     { filename: path.join(dir, GROUP_MESSAGES), corrected: () => groupMessagesPerPartition },
-    { filename: path.join(dir, RECORD), corrected: () => createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD))) },
+    // Loaded with kafkajs's produce request, not at start-up.
+    { filename: path.join(dir, RECORD), corrected: () => require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD))) },
   ]
   for (const entry of entries) {
     const m = new Module(entry.filename, null)
