@@ -311,9 +311,7 @@ function putInPlace (s, dir) {
     { filename: path.join(dir, RECORD), corrected: () => require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD))) },
   ]
   for (const entry of entries) {
-    const m = new Module(entry.filename, null)
-    m.filename = entry.filename
-    m.paths = Module._nodeModulePaths(path.dirname(entry.filename))
+    const m = moduleAt(entry.filename)
     m.loaded = true
     m[kState] = true
     entry.module = m
@@ -381,14 +379,20 @@ function originalOf (filename) {
   let exports = null
   return (...args) => {
     if (exports === null) {
-      const m = new Module(filename, null)
-      m.filename = filename
-      m.paths = Module._nodeModulePaths(path.dirname(filename))
+      const m = moduleAt(filename)
       m._compile(fs.readFileSync(filename, 'utf8'), filename)
       exports = m.exports
     }
     return exports(...args)
   }
+}
+
+// A module for `filename` that requires relative to it, as Node's loader makes.
+function moduleAt (filename) {
+  const m = new Module(filename, null)
+  m.filename = filename
+  m.paths = Module._nodeModulePaths(path.dirname(filename))
+  return m
 }
 
 // A module's exports as the plain data property Node's loader makes.
