@@ -636,6 +636,51 @@ t.test('a second install({ monitor }) attaches what the monitor lacks and names 
   t.notMatch(warnings[0].message, /io_hygiene_|warn|self/, 'no object\'s insides')
 })
 
+t.test('a preloaded monitor\'s fix never says to preload; one installed from code\'s does', async (t) => {
+  const { installMonitor, spec } = require('../lib/monitor')
+  const { resolve } = require('../lib/core/options')
+  install({ http: false }) // the dns module on
+  t.teardown(() => uninstall())
+  for (const preloaded of [true, false]) {
+    const lines = []
+    const o = resolve('test', spec, { ...QUIET, conditions: ['GetAddrInfoReqWrap >= 0'], logger: { warn: (line) => lines.push(line) } })
+    const { value: m, undo } = installMonitor(o, { preloaded })
+    t.teardown(undo)
+    m.sample()
+    t.equal(lines.length, 1)
+    if (preloaded) t.match(lines[0], /loaded before the application/)
+    t.equal(/load with node -r/.test(lines[0]), !preloaded, preloaded ? 'preloaded: not told to preload' : 'from code: told to preload')
+  }
+})
+
+t.test('a second install({ monitor }) attaches a StatsD client and a logger in place', async (t) => {
+  t.teardown(() => uninstall())
+  const handle = install({ dns: false, http: false, monitor: { ...QUIET, conditions: ['heapUsedBytes > 1'], warnOnAlert: false } })
+  const gauges = []
+  const statsd = { gauge: (name) => gauges.push(name), increment () {} }
+  const lines = []
+  const logger = { warn: (line) => lines.push(line) }
+  install({ dns: false, http: false, monitor: { ...QUIET, conditions: ['heapUsedBytes > 1'], warnOnAlert: false, statsd, statsdPrefix: 'app.', logger } })
+  handle.monitor.sample()
+  t.ok(gauges.includes('app.active_requests'), 'the client gets the gauges, under its prefix')
+  t.match(lines, [/heapUsedBytes > 1/], 'the logger gets the alert')
+  t.equal(handle.options.monitor.statsdPrefix, 'app.')
+})
+
+t.test('a refused output undoes the ones attached before it, and nothing is attached', async (t) => {
+  t.teardown(() => uninstall())
+  const handle = install({ dns: false, http: false, monitor: QUIET })
+  const registry = new Registry()
+  const { MeterProvider } = require('@opentelemetry/sdk-metrics')
+  const meterProvider = new MeterProvider()
+  const loggerProvider = { getLogger () { throw new Error('no logger') } }
+  t.throws(() => install({ dns: false, http: false, monitor: { ...QUIET, registry, meterProvider, loggerProvider } }), { message: 'no logger' })
+  t.equal(registry.getMetricsAsArray().length, 0, 'the registry holds none of its metrics')
+  t.equal(handle.options.monitor.registry, null, 'nothing attached')
+  t.equal(handle.options.monitor.meterProvider, null)
+  await meterProvider.shutdown()
+})
+
 t.test('an alert\'s fix depends on how io-hygiene was loaded', async (t) => {
   const env = { IO_HYGIENE_MONITOR_CONDITIONS: 'GetAddrInfoReqWrap >= 0' }
   const r = await runAlertFixture(env)
