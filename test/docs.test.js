@@ -411,8 +411,10 @@ t.test('what the pages tell a reader to type works, and agrees from page to page
     // Without the NODE_OPTIONS the test runner gives its children, which silence warnings.
     require('node:child_process').execFile('/bin/sh', ['-c', 'unset NODE_OPTIONS; exec "$0" "$@"', process.execPath, ...args, script], (error, stdout, stderr) => resolve({ error, stderr }))
   })
-  const plain = await run([])
-  t.match(plain.stderr, /TimeoutNegativeWarning/, 'Node warns of a negative delay')
+  // Node 24 and later warn of a negative delay; 22 makes it 1 ms silently.
+  if (Number(process.versions.node.split('.')[0]) >= 24) {
+    t.match((await run([])).stderr, /TimeoutNegativeWarning/, 'Node warns of a negative delay')
+  }
   const quiet = await run([flag])
   t.notMatch(quiet.stderr, /TimeoutNegativeWarning/, `${flag} hides it`)
   t.match(quiet.stderr, /IoHygieneWarning: still shown/, 'and no other warning')
