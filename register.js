@@ -6,4 +6,4 @@
 // the application's code afterwards returns this installation.
 const { installFrom } = require('./lib/install')
 
-installFrom({}, 'node -r io-hygiene/register (IO_HYGIENE_* variables)')
+installFrom({}, 'node -r io-hygiene/register (IO_HYGIENE_* variables)', { preloaded: true })

@@ -39,7 +39,10 @@ const modules = [
     enabledByDefault: false,
     spec: () => require('./monitor').spec,
     check: (cfg, where) => require('./monitor').check(cfg, where),
-    apply: (cfg) => require('./monitor').installMonitor(cfg),
+    apply: (cfg, how) => require('./monitor').installMonitor(cfg, how),
+    // A second install() hands the running monitor the outputs no variable
+    // can carry (a registry, a StatsD client, a logger): one sampler, fed.
+    attach: (monitor, asked) => require('./monitor').attachOutputs(monitor, asked),
   },
 ]
 
@@ -105,14 +108,18 @@ function install (options) {
   return installFrom(options, 'an earlier install()')
 }
 
+// `how.preloaded`: installed by io-hygiene/register, before the application
+// loaded (so its advice never says to load it that way).
+
 // A second install() never fails a service that is already installed (say by
 // `node -r io-hygiene/register`, then install() in the app's code): it returns
 // the installation in place, as dd-trace's init() does, and if its options
 // differ, says once which were ignored. Bad options still throw.
-function installFrom (options, origin) {
+function installFrom (options, origin, how = { preloaded: false }) {
   const resolved = validate(options, fromEnv())
   const current = globalThis[kState]
   if (current) {
+    attach(current, resolved)
     const ignored = differences(current.resolved, resolved)
     if (ignored.length > 0) warnIgnored(current.origin, ignored)
     return current.handle
@@ -129,7 +136,7 @@ function installFrom (options, origin) {
         handle[mod.name] = null
         continue
       }
-      const { value, undo } = mod.apply(resolved[mod.name])
+      const { value, undo } = mod.apply(resolved[mod.name], how)
       undos.push(undo)
       handle[mod.name] = value
     }
@@ -139,6 +146,25 @@ function installFrom (options, origin) {
   }
   globalThis[kState] = { resolved, handle, undos, origin }
   return handle
+}
+
+// What the running modules can still take from a second install()'s options;
+// what they took is then in use, and no longer reported as ignored.
+function attach (current, resolved) {
+  let changed = false
+  const now = { ...current.resolved }
+  for (const mod of modules) {
+    const value = current.handle[mod.name]
+    if (mod.attach === undefined || !value || !resolved[mod.name]) continue
+    const inUse = mod.attach(value, resolved[mod.name])
+    if (inUse !== now[mod.name]) {
+      now[mod.name] = inUse
+      changed = true
+    }
+  }
+  if (!changed) return
+  current.resolved = Object.freeze(now)
+  current.handle.options = current.resolved
 }
 
 // Returns true when every patch was restored to the original; false when some
@@ -182,8 +208,16 @@ function differences (a, b) {
   return out
 }
 
+// A value by its type, never its insides: an object may be a registry full
+// of metrics, a logger, or circular (JSON.stringify would throw).
 function show (value) {
-  return typeof value === 'function' ? 'a function' : JSON.stringify(value)
+  if (typeof value === 'function') return 'a function'
+  if (typeof value === 'bigint') return `${value}n`
+  if (typeof value === 'string') return value.length <= 80 ? JSON.stringify(value) : 'a string'
+  if (value === null || typeof value !== 'object') return String(value)
+  if (!Array.isArray(value)) return 'an object'
+  const shown = value.every((v) => typeof v === 'number' || (typeof v === 'string' && v.length <= 80)) ? JSON.stringify(value) : ''
+  return shown !== '' && shown.length <= 80 ? shown : 'an array'
 }
 
 const ALREADY_INSTALLED = 'IO_HYGIENE_ALREADY_INSTALLED'

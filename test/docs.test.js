@@ -131,14 +131,16 @@ t.test('docs/configuration.md lists the modules install() applies, each on or of
     Object.fromEntries(installed.map((mod) => [mod.name, mod.enabledByDefault])))
 })
 
-// Every code block of every page runs. A ```js block runs in a child process
-// of its own, as an ES module (top-level await and import work) with
-// `require` at the repository's root, so `require('io-hygiene')` and
-// `import 'io-hygiene'` are this checkout. A block that needs a server, or
-// names defined around it, has `<!-- docs-test: NAME -->` right above it:
-// CONTEXTS[NAME] starts real servers on 127.0.0.1, rewrites the block's
-// addresses to them, defines its free names, and checks what arrived. A ```sh
-// block's `npm run` scripts and `node` files must exist.
+// Every code block of every page runs as a reader pastes it. A ```js block
+// is a CommonJS file (CONTRIBUTING.md says why): it is written as it stands to
+// a file of its own, in a project directory outside the checkout whose
+// node_modules holds this checkout as io-hygiene beside its dev dependencies,
+// and run there by node in a child process. A block that talks to a server
+// has `<!-- docs-test: NAME -->` right above it: CONTEXTS[NAME] starts the
+// real server on 127.0.0.1 and points the block's host and port at it (the
+// only change made to a block), says when a block that serves until stopped
+// gets its SIGTERM, and checks what arrived. A ```sh block's `npm run`
+// scripts and `node` files must exist; a ```text block is output, never run.
 const os = require('node:os')
 const { spawn } = require('node:child_process')
 const http = require('node:http')
@@ -199,15 +201,12 @@ async function kafkaBroker () {
 }
 t.teardown(async () => { if (broker !== null) await (await broker).close() })
 
+const lines = (stdout) => stdout.trim().split('\n')
+
 const CONTEXTS = {
-  batch: async () => ({
-    prelude: `const db = { insertMany: async (rows) => rows.map(() => 'ok') }
-const row = { payload: Buffer.from('hello') }`,
-  }),
-  kafka: async (t) => ({
+  kafka: async () => ({
     replace: [["'kafka:9092'", `'${await kafkaBroker()}'`]],
-    prelude: "const id = 'user-1'\nconst event = { type: 'signup' }",
-    check: async (t, { stderr }) => t.notMatch(stderr, /IO_HYGIENE_KAFKAJS_NOT_PATCHED/, 'io-hygiene installed before kafkajs loaded'),
+    check: async (t, { stdout }) => t.same(lines(stdout), ['patched'], 'sent on the corrected kafkajs'),
   }),
   statsd: async (t) => {
     const r = await statsdReceiver(t)
@@ -220,7 +219,6 @@ const row = { payload: Buffer.from('hello') }`,
     const server = await httpServer(t)
     return {
       replace: [['https://logs.example.com/v1/ingest', `http://127.0.0.1:${server.port}/v1/ingest`]],
-      prelude: 'const orderId = 42',
       check: async (t) => t.match(require('node:zlib').gunzipSync(server.bodies[0]).toString(), /"order placed"/, 'the record arrived'),
     }
   },
@@ -228,89 +226,97 @@ const row = { payload: Buffer.from('hello') }`,
     const server = await httpServer(t)
     return {
       replace: [['http://service.internal:8080/', `http://localhost:${server.port}/`]],
-      epilogue: 'process.stdout.write(JSON.stringify(installation.http.stats()))',
-      check: async (t, { stdout }) => t.match(JSON.parse(stdout), { requests: 2 }, 'both went through our dispatcher'),
+      check: async (t, { stdout }) => {
+        t.same(lines(stdout), ['2'], 'both went through our dispatcher')
+        t.equal(server.bodies.length, 2, 'both arrived')
+      },
     }
   },
   undici: async (t) => {
     const server = await httpServer(t)
     return {
       replace: [['http://service.internal:8080/', `http://localhost:${server.port}/`]],
-      epilogue: 'process.stdout.write(JSON.stringify(cache.stats()))',
-      check: async (t, { stdout }) => t.match(JSON.parse(stdout), { misses: 1 }, 'the Agent resolved through the cache'),
+      check: async (t, { stdout }) => t.same(lines(stdout), ['1'], 'the Agent resolved through the cache'),
     }
   },
   clients: async (t) => {
     const server = await httpServer(t)
     return {
       replace: [['http://service.internal:8080/', `http://localhost:${server.port}/`]],
-      epilogue: 'process.stdout.write(JSON.stringify({ requests: installation.http.stats().requests, dns: installation.dns.stats() }) + "\\n")',
       check: async (t, { stdout }) => {
-        const { requests, dns } = JSON.parse(stdout.trim().split('\n').pop())
+        const [requests, lookups] = lines(stdout).map(Number)
         t.equal(requests, 1, 'only fetch went through our dispatcher')
-        t.ok(dns.hits + dns.misses >= 2, 'fetch and http.get both resolved through the cache')
+        t.ok(lookups >= 2, 'fetch and http.get both resolved through the cache')
         t.equal(server.bodies.length, 2, 'both requests arrived')
       },
     }
   },
+  // A service that reports every 10 s until it is stopped.
   stats: async (t) => {
     const r = await statsdReceiver(t)
     return {
       replace: [["'statsd.internal'", "'127.0.0.1'"], ['8125', String(r.port)], ["'kafka:9092'", `'${await kafkaBroker()}'`]],
-      epilogue: `await producer.send({ topic: 'docs-stats', messages: [{ value: 'x' }] })
-report()
-await producer.disconnect()
-await statsd.close()`,
-      check: async (t) => {
-        t.ok(await r.waitFor((x) => x.find('api.kafka.flushed').length === 1), 'producer stats arrived')
-        t.ok(r.find('api.dns.entries').length === 1, 'dns stats arrived')
-      },
+      stopOn: () => r.waitFor((x) => x.find('api.dns.entries').length >= 1, 60_000),
+      check: async (t) => t.ok(r.find('api.kafka.queued').length >= 1, 'producer stats arrived'),
     }
   },
+  // A service stopped by SIGTERM once it serves: the signal drains its clients.
   shutdown: async (t) => {
     const r = await statsdReceiver(t)
     return {
       replace: [["'statsd.internal'", "'127.0.0.1'"], ['8125', String(r.port)], ["'kafka:9092'", `'${await kafkaBroker()}'`]],
-      prelude: 'const db = { insertMany: async (rows) => rows.map(() => \'ok\') }',
-      epilogue: `statsd.increment('shutdown.buffered')
-batcher.push({ id: 1, name: 'a row, as the application has them' }).then(() => process.stdout.write('batch delivered\\n'))
-await producer.send({ topic: 'docs-shutdown', messages: [{ value: 'topic created' }] })
-producer.send({ topic: 'docs-shutdown', messages: [{ value: 'x' }] }).then(() => process.stdout.write('kafka delivered\\n'), (err) => process.stdout.write(\`kafka failed: \${err.stack}\\n\`))
-process.stdout.write('ready\\n')`,
-      signal: 'SIGTERM',
-      check: async (t, { stdout }) => {
-        t.ok(await r.waitFor((x) => x.find('api.shutdown.buffered').length === 1), 'the buffered metric was sent')
-        t.match(stdout, /batch delivered/)
-        t.match(stdout, /kafka delivered/)
+      stopOn: 'serving\n',
+      check: async (t, { signal }) => {
+        t.equal(signal, 'SIGTERM', 'the signal ended the process once the clients drained')
+        t.ok(await r.waitFor((x) => x.find('api.requests').length === 1), 'the buffered metric was sent')
       },
     }
   },
 }
 
-function runChild (file, signal) {
+// Runs `file` with node; `stopOn`: a line on stdout, or a promise's
+// resolution, after which the child gets SIGTERM.
+function runChild (file, { cwd = root, stopOn = null } = {}) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [file], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    // As a reader runs it: without the NODE_OPTIONS the test runner gives its
+    // children (which silence warnings, and would load its hooks); exec, so
+    // the signal reaches node itself.
+    const child = spawn('/bin/sh', ['-c', 'unset NODE_OPTIONS; exec "$0" "$@"', process.execPath, file], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
+    let stopped = false
+    const stop = () => {
+      if (stopped) return
+      stopped = true
+      child.kill('SIGTERM')
+    }
     const timer = setTimeout(() => child.kill('SIGKILL'), 120_000)
     child.stdout.on('data', (d) => {
       stdout += d
-      if (signal && stdout.includes('ready\n')) child.kill(signal)
+      if (typeof stopOn === 'string' && stdout.includes(stopOn)) stop()
     })
     child.stderr.on('data', (d) => { stderr += d })
-    child.on('exit', (code, sig) => {
+    if (typeof stopOn === 'function') stopOn().then(stop)
+    child.on('exit', (code, signal) => {
+      stopped = true
       clearTimeout(timer)
-      resolve({ code, signal: sig, stdout, stderr })
+      resolve({ code, signal, stdout, stderr })
     })
   })
 }
 
-t.test('every code block of the docs runs', async (t) => {
-  // Outside the checkout (coverage and lint never see the blocks), with
-  // node_modules/io-hygiene pointing at it, so `import 'io-hygiene'` resolves.
+t.test('every code block of the docs runs as pasted', async (t) => {
+  // A reader's project: outside the checkout (coverage and lint never see
+  // the blocks), CommonJS, with io-hygiene and the dev dependencies (the
+  // blocks' kafkajs, prom-client, OpenTelemetry) installed.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-docs-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-reader', private: true, type: 'commonjs' }))
   fs.mkdirSync(path.join(dir, 'node_modules'))
+  for (const name of fs.readdirSync(path.join(root, 'node_modules'))) {
+    if (name.startsWith('.') || name === 'io-hygiene') continue
+    fs.symlinkSync(path.join(root, 'node_modules', name), path.join(dir, 'node_modules', name), 'dir')
+  }
   fs.symlinkSync(root, path.join(dir, 'node_modules', 'io-hygiene'), 'dir')
   const scripts = require('../package.json').scripts
   for (const page of docs) {
@@ -326,7 +332,7 @@ async function runBlock (t, dir, scripts, file, block) {
     return
   }
   if (block.lang === 'text') return // output shown to the reader, not code
-  t.equal(block.lang, 'js', `${at}: a js block`)
+  t.equal(block.lang, 'js', `${at}: a js block (or sh, or text for output)`)
   await t.test(`the block at ${at}${block.context ? ` (${block.context})` : ''}`, async (t) => {
     const make = CONTEXTS[block.context ?? '']
     t.ok(block.context === null || make, `context ${block.context} is defined`)
@@ -334,19 +340,13 @@ async function runBlock (t, dir, scripts, file, block) {
     // Every batcher a block builds is pushed into, as its reader would: a
     // sizeOf that cannot measure the reader's rows fails here.
     for (const [, name] of block.code.matchAll(/const (\w+) = createBatcher\(/g)) {
-      t.match(`${block.code}\n${context.epilogue ?? ''}`, new RegExp(`\\b${name}\\.push\\(`), `${name} is pushed into`)
+      t.match(block.code, new RegExp(`\\b${name}\\.push\\(`), `${name} is pushed into`)
     }
-    const script = path.join(dir, `${file.replace(/[/.]/g, '-')}-${block.line}.mjs`)
-    fs.writeFileSync(script, [
-      "import { createRequire } from 'node:module'",
-      `const require = createRequire(${JSON.stringify(path.join(root, 'index.js'))})`,
-      context.prelude ?? '',
-      replaceAll(block.code, context.replace ?? []),
-      context.epilogue ?? '',
-    ].join('\n'))
-    const result = await runChild(script, context.signal)
-    if (context.signal) t.equal(result.signal, context.signal, `died of ${context.signal}: ${result.stderr}`)
-    else t.equal(result.code, 0, result.stderr)
+    const script = path.join(dir, `${file.replace(/[/.]/g, '-')}-${block.line}.js`)
+    fs.writeFileSync(script, replaceAll(block.code, context.replace ?? []) + '\n')
+    const result = await runChild(script, { cwd: dir, stopOn: context.stopOn })
+    if (result.signal !== 'SIGTERM' || !context.stopOn) t.equal(result.code, 0, result.stderr)
+    t.notMatch(result.stderr, /IO_HYGIENE_KAFKAJS_NOT_PATCHED/, 'io-hygiene installed before kafkajs loaded')
     await context.check?.(t, result)
   })
 }
@@ -373,6 +373,51 @@ t.test('the pages: a short README, links that resolve, no run logs', async (t) =
     t.ok(docs.some((d) => d.file === `docs/${page}.md`), `docs/${page}.md exists`)
     t.match(docs[0].text, `(docs/${page}.md)`, `README links to docs/${page}.md`)
   }
+})
+
+t.test('what the pages tell a reader to type works, and agrees from page to page', async (t) => {
+  // -r and --import both resolve the bare io-hygiene/register (a file of that
+  // exact name: no exports map); one spelling everywhere.
+  for (const { file, text } of docs) {
+    t.notMatch(text, /(?:-r|--require|--import)[ =]io-hygiene\/register\.js/, `${file}: -r and --import name io-hygiene/register`)
+  }
+  t.ok(fs.statSync(path.join(root, 'register')).isFile(), 'io-hygiene/register is a file')
+  t.notOk(require('../package.json').exports, 'no exports map to refuse it')
+
+  // Not on the registry yet: the README says how else to install, and the
+  // repository it names is package.json's.
+  const readme = docs[0].text
+  const pkg = require('../package.json')
+  t.match(readme, `npm install ${pkg.repository.url}`, 'install from the git repository package.json names')
+  t.match(readme, /`npm pack`[\s\S]*`npm install \.\/io-hygiene-<version>\.tgz`/, 'or from a packed tarball')
+
+  // Each program the test helpers start is among the README's prerequisites.
+  const broker = fs.readFileSync(path.join(__dirname, 'helpers', 'kafka-broker.js'), 'utf8')
+  const prerequisites = readme.slice(readme.indexOf('## Benchmarks and tests'))
+  if (/execFile\('mvn'/.test(broker)) t.match(prerequisites, /Maven/, 'Maven, which fetches the broker\'s jars')
+  t.match(prerequisites, /Java 17/)
+
+  // troubleshooting.md's way to silence kafkajs's TimeoutNegativeWarning
+  // silences it, and only it.
+  const page = docs.find((d) => d.file === 'docs/troubleshooting.md').text
+  const section = page.slice(page.indexOf('## `TimeoutNegativeWarning` from kafkajs'))
+  const flag = /`(--disable-warning=TimeoutNegativeWarning)`/.exec(section)?.[1]
+  t.ok(flag, 'troubleshooting.md names the flag')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-warning-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const script = path.join(dir, 'negative.js')
+  fs.writeFileSync(script, 'setTimeout(() => {}, -1)\nprocess.emitWarning(\'still shown\', { code: \'IO_HYGIENE_TEST\', type: \'IoHygieneWarning\' })\n')
+  const run = (args) => new Promise((resolve) => {
+    // Without the NODE_OPTIONS the test runner gives its children, which silence warnings.
+    require('node:child_process').execFile('/bin/sh', ['-c', 'unset NODE_OPTIONS; exec "$0" "$@"', process.execPath, ...args, script], (error, stdout, stderr) => resolve({ error, stderr }))
+  })
+  // Node 24 and later warn of a negative delay; 22 makes it 1 ms silently.
+  if (Number(process.versions.node.split('.')[0]) >= 24) {
+    t.match((await run([])).stderr, /TimeoutNegativeWarning/, 'Node warns of a negative delay')
+  }
+  const quiet = await run([flag])
+  t.notMatch(quiet.stderr, /TimeoutNegativeWarning/, `${flag} hides it`)
+  t.match(quiet.stderr, /IoHygieneWarning: still shown/, 'and no other warning')
 })
 
 t.test('the package: a LICENSE as package.json says, and the dns example prints what it claims', async (t) => {

@@ -217,6 +217,42 @@ t.test('an ignored function option is named without printing the function', asyn
   t.match(warning.message, /hooked\.onEvent \(asked a function, in use a function\)/)
 })
 
+t.test('an ignored option is described by its type, never printed: objects, circular ones, long strings', async (t) => {
+  const any = (where, key, value) => value
+  const keys = ['circular', 'bigint', 'long', 'short', 'numbers', 'objects', 'longArray', 'flag']
+  const described = {
+    name: 'described',
+    enabledByDefault: false,
+    spec: () => Object.fromEntries(keys.map((k) => [k, { default: null, check: any }])),
+    apply: () => ({ value: 'described', undo () {} }),
+  }
+  modules.push(described)
+  t.teardown(() => modules.splice(modules.indexOf(described), 1))
+  ioHygiene.install({ described: true })
+  const circular = { token: 'secret-token' }
+  circular.self = circular
+  const asked = {
+    circular,
+    bigint: 5n,
+    long: 'x'.repeat(81),
+    short: 'on',
+    numbers: [1, 2],
+    objects: [{ token: 'secret-token' }],
+    longArray: Array.from({ length: 40 }, (_, i) => i),
+    flag: false,
+  }
+  const [warning] = await warningsOf(() => t.doesNotThrow(() => ioHygiene.install({ described: asked })))
+  t.match(warning.message, 'described.circular (asked an object, in use null)')
+  t.match(warning.message, 'described.bigint (asked 5n, in use null)')
+  t.match(warning.message, 'described.long (asked a string, in use null)')
+  t.match(warning.message, 'described.short (asked "on", in use null)')
+  t.match(warning.message, 'described.numbers (asked [1,2], in use null)')
+  t.match(warning.message, 'described.objects (asked an array, in use null)')
+  t.match(warning.message, 'described.longArray (asked an array, in use null)')
+  t.match(warning.message, 'described.flag (asked false, in use null)')
+  t.notMatch(warning.message, /secret-token/, 'no object\'s insides')
+})
+
 t.test('a misspelt variable is refused with the closest known name', async (t) => {
   const refused = {
     IO_HYGIENE_DNS_MAX_TTL: 'IO_HYGIENE_DNS_MAX_TTL_MS',

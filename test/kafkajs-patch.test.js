@@ -112,6 +112,7 @@ t.test('kafkajs loaded first: left alone, one warning naming the fix, and stats(
   t.equal(out.stats, 'loaded-too-early')
   t.same(out.warnings, ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'], 'warned once for two producers')
   t.match(stderr, /-r io-hygiene\/register/, 'the warning names the fix')
+  t.match(stderr, /\[IO_HYGIENE_KAFKAJS_NOT_PATCHED\] IoHygieneWarning: kafkajs was loaded before io-hygiene/, 'an IoHygieneWarning, as every warning of ours')
 })
 
 t.test('turned off by IO_HYGIENE_KAFKAJS=0 or install({ kafkajs: false }): not patched, no warning', async (t) => {

@@ -336,3 +336,46 @@ t.test('IO_HYGIENE_MONITOR_OTEL=1 under -r io-hygiene/register publishes to the 
   t.ok(out.names.includes('io-hygiene io_hygiene.heap.used'), 'heap')
   t.ok(out.names.includes('io-hygiene nodejs.eventloop.delay.p99'), 'event-loop delay')
 })
+
+t.test('a second install({ monitor }) gives the installed monitor a MeterProvider and a LoggerProvider, once', async (t) => {
+  const { install, uninstall } = require('..')
+  const { LoggerProvider, SimpleLogRecordProcessor, InMemoryLogRecordExporter } = require('@opentelemetry/sdk-logs')
+  t.teardown(() => uninstall())
+  const handle = install({ dns: false, http: false, monitor: { ...QUIET, conditions: ['heapUsedBytes > 1'], warnOnAlert: false } })
+  const { meterProvider, scrape } = await scraped(t)
+  const exporter = new InMemoryLogRecordExporter()
+  const loggerProvider = new LoggerProvider({ processors: [new SimpleLogRecordProcessor({ exporter })] })
+  t.teardown(() => loggerProvider.shutdown())
+  t.equal(install({ dns: false, http: false, monitor: { ...QUIET, conditions: ['heapUsedBytes > 1'], warnOnAlert: false, meterProvider, loggerProvider } }), handle)
+  t.equal(handle.options.monitor.meterProvider, meterProvider)
+  handle.monitor.sample()
+  t.match(await scrape(), /^io_hygiene_heap_used\S*\{[^}]*\} \d+/m, 'the monitor publishes through the provider')
+  t.equal(exporter.getFinishedLogRecords().length, 1, 'and its alert became a log record')
+
+  // A monitor that has its metrics' place keeps it: another provider, or
+  // otel: true, is ignored, and said so.
+  const other = await scraped(t)
+  const warnings = []
+  const listener = (w) => warnings.push(w.message)
+  process.on('warning', listener)
+  t.teardown(() => process.removeListener('warning', listener))
+  install({ dns: false, http: false, monitor: { ...QUIET, conditions: ['heapUsedBytes > 1'], warnOnAlert: false, meterProvider: other.meterProvider, loggerProvider } })
+  await new Promise(setImmediate)
+  t.equal(handle.options.monitor.meterProvider, meterProvider, 'the provider in use stays')
+  t.match(warnings, [/ignored: monitor\.meterProvider \(asked an object, in use an object\)/])
+  handle.monitor.sample()
+  t.notMatch(await other.scrape(), /io_hygiene_heap_used/, 'nothing in the other provider')
+
+  // A closed monitor takes nothing.
+  await handle.monitor.close()
+  install({ dns: false, http: false, monitor: { ...QUIET, conditions: ['heapUsedBytes > 1'], warnOnAlert: false, meterProvider, loggerProvider, logger: console } })
+  t.equal(handle.options.monitor.logger, null, 'a closed monitor is given no logger')
+})
+
+t.test('otel: true from a second install() reaches a monitor that had no metrics output', async (t) => {
+  const { install, uninstall } = require('..')
+  t.teardown(() => uninstall())
+  const handle = install({ dns: false, http: false, monitor: QUIET })
+  install({ dns: false, http: false, monitor: { ...QUIET, otel: true } })
+  t.equal(handle.options.monitor.otel, true)
+})

@@ -546,6 +546,11 @@ t.test('report() reads at a glance', async (t) => {
   t.match(text, /^heap [\d.]+ MiB used of [\d.]+ MiB; rss [\d.]+ MiB; GC \d+ runs, [\d.]+ ms$/m)
   t.match(text, /^condition elu > 2: quiet$/m)
   t.match(text, /^test\.report source=upstream: 1 recorded, p50 0\.25 ms, p99 0\.25 ms\n {6}value \(µs\)/m)
+  histogram('test.report.odd').record(24.493734000000018)
+  histogram('test.report.long').record(1234.5678)
+  const more = m.report()
+  t.match(more, /^test\.report\.odd: 1 recorded, p50 (\d{2}\.\d|\d{2}) ms, p99 (\d{2}\.\d|\d{2}) ms$/m, 'three significant digits')
+  t.match(more, /^test\.report\.long: 1 recorded, p50 \d{4} ms, p99 \d{4} ms$/m, 'whole milliseconds from 100 up')
   t.match(text, /^ +128 \|@{40} 1$/m, '250 µs in [128, 256)')
   t.notMatch(text, /test\.report\.empty/)
 })
@@ -570,6 +575,119 @@ function runAlertFixture (env, flags = []) {
     }, (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr }))
   })
 }
+
+t.test('a monitor an output refuses leaves nothing running: no sampler, no metrics in the registry', async (t) => {
+  const r = await run(path.join(__dirname, 'fixtures', 'monitor-failed-output.js'))
+  t.equal(r.code, 0, r.stderr)
+  const out = JSON.parse(r.stdout)
+  t.equal(out.refused, 21, 'each createMonitor() threw the provider\'s error')
+  t.equal(out.registered, 0, 'the registry given with it holds none of its metrics')
+  t.equal(out.published, out.samples, 'only the healthy monitor samples')
+})
+
+// The monitor of -r or --import io-hygiene/register, and outputs from code.
+function runAttach (flags, file) {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^io_?hyg/i.test(k)))
+  return new Promise((resolve) => {
+    execFile('/bin/sh', ['-c', 'unset NODE_OPTIONS; exec "$0" "$@"', process.execPath, ...flags, path.join(__dirname, 'fixtures', file)], {
+      cwd: path.join(__dirname, '..'),
+      env: { ...base, IO_HYGIENE_MONITOR: '1', IO_HYGIENE_MONITOR_INTERVAL_MS: '60000' },
+      timeout: 30_000,
+    }, (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr }))
+  })
+}
+
+t.test('a second install({ monitor }) gives the -r or --import monitor a registry, a StatsD client and a logger', async (t) => {
+  for (const [flags, file] of [[['-r', 'io-hygiene/register'], 'monitor-attach.js'], [['--import', 'io-hygiene/register'], 'monitor-attach.mjs']]) {
+    const r = await runAttach(flags, file)
+    t.equal(r.code, 0, r.stderr)
+    t.same(JSON.parse(r.stdout), {
+      preloaded: true,
+      same: true,
+      prometheus: true,
+      statsd: true,
+      logged: 0,
+      options: { registry: true, logger: true },
+      warnings: [],
+    }, `${flags.join(' ')}: one monitor, fed by the code's outputs, nothing ignored`)
+  }
+})
+
+t.test('a second install({ monitor }) attaches what the monitor lacks and names what it keeps', async (t) => {
+  t.teardown(() => uninstall())
+  const first = new Registry()
+  const handle = install({ dns: false, http: false, monitor: { ...QUIET, registry: first } })
+  const lines = []
+  const logger = { warn: (line) => lines.push(line) }
+  logger.self = logger // circular, as a real logger often is
+  const second = new Registry()
+  const warnings = []
+  const listener = (w) => warnings.push(w)
+  process.on('warning', listener)
+  t.teardown(() => process.removeListener('warning', listener))
+  const again = install({ dns: false, http: false, monitor: { ...QUIET, registry: second, logger } })
+  await new Promise(setImmediate)
+  t.equal(again, handle)
+  t.equal(handle.options.monitor.logger, logger, 'the logger was attached')
+  t.equal(handle.options.monitor.registry, first, 'the registry in use stays')
+  t.notMatch(await second.metrics(), /io_hygiene_/, 'nothing registered in the other registry')
+  t.equal(warnings.length, 1)
+  t.match(warnings[0].message, /ignored: monitor\.registry \(asked an object, in use an object\)\./)
+  t.notMatch(warnings[0].message, /io_hygiene_|warn|self/, 'no object\'s insides')
+})
+
+t.test('a preloaded monitor\'s fix never says to preload; one installed from code\'s does', async (t) => {
+  const { installMonitor, spec } = require('../lib/monitor')
+  const { resolve } = require('../lib/core/options')
+  install({ http: false }) // the dns module on
+  t.teardown(() => uninstall())
+  for (const preloaded of [true, false]) {
+    const lines = []
+    const o = resolve('test', spec, { ...QUIET, conditions: ['GetAddrInfoReqWrap >= 0'], logger: { warn: (line) => lines.push(line) } })
+    const { value: m, undo } = installMonitor(o, { preloaded })
+    t.teardown(undo)
+    m.sample()
+    t.equal(lines.length, 1)
+    if (preloaded) t.match(lines[0], /loaded before the application/)
+    t.equal(/load with node -r/.test(lines[0]), !preloaded, preloaded ? 'preloaded: not told to preload' : 'from code: told to preload')
+  }
+})
+
+t.test('a second install({ monitor }) attaches a StatsD client and a logger in place', async (t) => {
+  t.teardown(() => uninstall())
+  const handle = install({ dns: false, http: false, monitor: { ...QUIET, conditions: ['heapUsedBytes > 1'], warnOnAlert: false } })
+  const gauges = []
+  const statsd = { gauge: (name) => gauges.push(name), increment () {} }
+  const lines = []
+  const logger = { warn: (line) => lines.push(line) }
+  install({ dns: false, http: false, monitor: { ...QUIET, conditions: ['heapUsedBytes > 1'], warnOnAlert: false, statsd, statsdPrefix: 'app.', logger } })
+  handle.monitor.sample()
+  t.ok(gauges.includes('app.active_requests'), 'the client gets the gauges, under its prefix')
+  t.match(lines, [/heapUsedBytes > 1/], 'the logger gets the alert')
+  t.equal(handle.options.monitor.statsdPrefix, 'app.')
+})
+
+t.test('a refused output undoes the ones attached before it, and nothing is attached', async (t) => {
+  t.teardown(() => uninstall())
+  const handle = install({ dns: false, http: false, monitor: QUIET })
+  const registry = new Registry()
+  const { MeterProvider } = require('@opentelemetry/sdk-metrics')
+  const meterProvider = new MeterProvider()
+  const loggerProvider = { getLogger () { throw new Error('no logger') } }
+  t.throws(() => install({ dns: false, http: false, monitor: { ...QUIET, registry, meterProvider, loggerProvider } }), { message: 'no logger' })
+  t.equal(registry.getMetricsAsArray().length, 0, 'the registry holds none of its metrics')
+  t.equal(handle.options.monitor.registry, null, 'nothing attached')
+  t.equal(handle.options.monitor.meterProvider, null)
+  await meterProvider.shutdown()
+})
+
+t.test('an alert\'s fix depends on how io-hygiene was loaded', async (t) => {
+  const env = { IO_HYGIENE_MONITOR_CONDITIONS: 'GetAddrInfoReqWrap >= 0' }
+  const r = await runAlertFixture(env)
+  t.equal(r.code, 0, r.stderr)
+  t.match(r.stderr, /IO_HYGIENE_MONITOR_ALERT.*GetAddrInfoReqWrap >= 0.*loaded before the application/)
+  t.notMatch(r.stderr, /load with node -r/, 'never told to load the way it was loaded')
+})
 
 t.test('IO_HYGIENE_MONITOR=1 alone: an alert reaches stderr as a process warning', async (t) => {
   const r = await runAlertFixture({})

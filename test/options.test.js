@@ -40,10 +40,18 @@ t.test('resolve applies defaults, rejects unknown keys and never replaces a bad 
   t.same(resolve('f()', spec), { aMs: 5, flag: true })
   t.same(resolve('f()', spec, { aMs: 7 }), { aMs: 7, flag: true })
   t.ok(Object.isFrozen(resolve('f()', spec, {})))
-  t.throws(() => resolve('f()', spec, { aMS: 7 }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION', message: /known options: aMs, flag/ })
+  t.throws(() => resolve('f()', spec, { other: 7 }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION', message: /unknown option "other" \(known options: aMs, flag\)$/ })
+  t.throws(() => resolve('f()', spec, { aMS: 7 }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION', message: /unknown option "aMS"; did you mean "aMs"\?$/ }, 'a typo names the option meant')
   t.throws(() => resolve('f()', spec, { aMs: -1 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' })
   t.throws(() => resolve('f()', spec, []), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.same(defaultsOf(spec), { aMs: 5, flag: true })
+})
+
+t.test('a typo among many options names the one meant, not the whole list', async (t) => {
+  const { spec } = require('../lib/monitor')
+  t.throws(() => resolve('createMonitor()', spec, { intervalMS: 1000 }), { message: 'createMonitor(): unknown option "intervalMS"; did you mean "intervalMs"?' })
+  t.throws(() => resolve('createMonitor()', spec, { heapSnapshotMaxByte: 1 }), { message: /did you mean "heapSnapshotMaxBytes"\?$/ })
+  t.throws(() => resolve('createMonitor()', spec, { cooldown: 1 }), { message: /did you mean "cooldownMs"\?$/ })
 })
 
 t.test('resolve reads own properties only: an inherited option is never used', async (t) => {

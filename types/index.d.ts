@@ -122,6 +122,25 @@ export interface InstallOptions {
   kafkajs?: boolean
 }
 
+/**
+ * Each module's options in effect, false for a module that is off. A module
+ * asked for in code may still be off: IO_HYGIENE_<MODULE>=0 wins.
+ */
+export interface InstalledOptions {
+  readonly kafkajs: false | Readonly<Record<string, never>>
+  readonly dns: false | Readonly<Required<DnsOptions>>
+  readonly http: false | Readonly<Required<HttpOptions>>
+  readonly monitor: false | Readonly<Required<MonitorOptions>>
+}
+
+/** Each module's stats(), null for a module that is off (in code, or by IO_HYGIENE_<MODULE>=0). */
+export interface InstallationStats {
+  readonly kafkajs: { readonly status: KafkajsPatchStatus } | null
+  readonly dns: DnsStats | null
+  readonly http: HttpStats | null
+  readonly monitor: MonitorStats | null
+}
+
 export interface Installation {
   /** The installed cache, or null when the dns module is off. */
   readonly dns: DnsCache | null
@@ -130,9 +149,9 @@ export interface Installation {
   /** The installed dispatcher, or null when the http module is off. */
   readonly http: HttpDispatcherHandle | null
   /** The options in effect (IO_HYGIENE_* variables over code, defaults for the rest). */
-  readonly options: { readonly dns: false | Readonly<Required<DnsOptions>>; readonly [module: string]: false | Readonly<Record<string, unknown>> }
+  readonly options: InstalledOptions
   /** Every module's stats(), null for a module that is off; the monitor's holds its latest sample. */
-  stats(): { readonly [module: string]: unknown; readonly monitor: MonitorStats | null }
+  stats(): InstallationStats
   /** Same as the top-level uninstall(). */
   uninstall(): boolean
 }
@@ -197,12 +216,17 @@ export interface Batcher<T, R = unknown> {
   stats(): BatcherStats
 }
 
-export declare function createBatcher<T, R = unknown>(options: BatcherOptions<T, R>): Batcher<T, R>
+/**
+ * The item type comes from `send`'s parameter (`send: async (rows: Row[]) => ...`)
+ * or a type argument; left to neither, items are `any`, as in JavaScript.
+ */
+export declare function createBatcher<T = any, R = unknown>(options: BatcherOptions<T, R>): Batcher<T, R>
 
 // statsd
 
 export type StatsdTags = { [key: string]: string | number } | string[]
-export type StatsdCallback = (error?: Error, bytes?: number) => void
+/** `error.code` is set for io-hygiene's own errors (ERR_IO_HYGIENE_CLOSED after close()) and the socket's. */
+export type StatsdCallback = (error?: Error & { readonly code?: string }, bytes?: number) => void
 /** hot-shots' metric call: (stat, value?, sampleRate?, tags?, callback?), each after stat optional. */
 export type StatsdMetric = (
   stat: string | string[],
@@ -234,6 +258,8 @@ export interface StatsdClient {
   childClient(options: { prefix?: string; suffix?: string; globalTags?: StatsdTags; errorHandler?: (error: Error) => void }): StatsdClient
   readonly host?: string
   readonly port?: number
+  /** The tags added to every metric (globalTags, or global_tags). */
+  readonly globalTags?: StatsdTags
 }
 
 /** hot-shots' constructor options that createStatsd() checks and passes through, and its own. */

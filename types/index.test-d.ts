@@ -123,3 +123,35 @@ expectType<import('.').Monitor | null>(installed()!.monitor)
 // Every rejection of a wrapped producer's send() says whether its messages may have been written.
 declare const sendError: import('.').KafkaSendError
 expectType<false | true | 'unknown'>(sendError.written)
+
+// install()'s stats() and options, each module's own type (null or false when it is off).
+import type { InstallationStats, KafkajsPatchStatus, MonitorStats } from '.'
+{
+  const installation = install()
+  const { dns, http, monitor, kafkajs } = installation.stats()
+  expectType<InstallationStats>(installation.stats())
+  expectType<DnsStats | null>(dns)
+  expectType<number | undefined>(dns?.misses)
+  expectType<HttpStats | null>(http)
+  expectType<MonitorStats | null>(monitor)
+  expectType<KafkajsPatchStatus | undefined>(kafkajs?.status)
+  // @ts-expect-error: null when the module is off, in code or by IO_HYGIENE_DNS=0
+  expectType<number>(dns.misses)
+  const options = installation.options
+  if (options.dns) expectType<number>(options.dns.maxTtlMs)
+  if (options.http) expectType<number>(options.http.connections)
+  if (options.monitor) expectType<number>(options.monitor.intervalMs)
+  expectType<boolean>(options.kafkajs === false)
+  expectError(options.dns.maxTtlMs)
+}
+
+// createBatcher() takes its item and result types from send().
+{
+  interface Row { payload: Buffer }
+  const rows = createBatcher({ send: async (items: Row[]) => items.map(() => 'stored'), sizeOf: (row) => row.payload.length })
+  expectType<Promise<string>>(rows.push({ payload: Buffer.from('x') }))
+  expectError(rows.push(42))
+  // Left to neither a typed send() nor a type argument, items are any, as in JavaScript.
+  const loose = createBatcher({ send: async (items) => items.map(() => 1), sizeOf: (row) => row.payload.length })
+  expectType<Promise<number>>(loose.push({ payload: Buffer.from('x') }))
+}

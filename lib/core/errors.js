@@ -34,7 +34,9 @@ function createError (code, message, Base = Error, { showCause = false } = {}) {
 
 const ERR_IO_HYGIENE_UNKNOWN_OPTION = createError(
   'ERR_IO_HYGIENE_UNKNOWN_OPTION',
-  (where, key, known) => `${where}: unknown option "${key}" (known options: ${known.join(', ')})`,
+  (where, key, known, suggestion = null) => suggestion !== null
+    ? `${where}: unknown option "${key}"; did you mean "${suggestion}"?`
+    : `${where}: unknown option "${key}" (known options: ${known.join(', ')})`,
   TypeError
 )
 const ERR_IO_HYGIENE_INVALID_OPTION = createError(

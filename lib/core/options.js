@@ -105,6 +105,23 @@ function own (object, key) {
   return Object.hasOwn(object, key) ? object[key] : undefined
 }
 
+// The known option nearest `key`, if it is a likely typo of it (`maxTTL` for
+// `maxTtlMs`, `flushIntervalMS`): case aside, a few edits for a long name.
+function closest (key, known) {
+  const lower = key.toLowerCase()
+  let best = null
+  let least = Infinity
+  for (const name of known) {
+    const max = Math.max(2, Math.floor(name.length / 3))
+    const d = require('./distance').distance(lower, name.toLowerCase(), max)
+    if (d <= max && d < least) {
+      best = name
+      least = d
+    }
+  }
+  return best
+}
+
 // Resolve `input` against `spec` ({ key: { default, check } }), reading own
 // properties only. Unknown keys throw, so that `maxTTL` typed for `maxTtlMs`
 // is caught at the call.
@@ -115,7 +132,7 @@ function resolve (where, spec, input) {
   }
   const known = Object.keys(spec)
   for (const key of Object.keys(input)) {
-    if (!Object.hasOwn(spec, key)) throw new (errors().ERR_IO_HYGIENE_UNKNOWN_OPTION)(where, key, known)
+    if (!Object.hasOwn(spec, key)) throw new (errors().ERR_IO_HYGIENE_UNKNOWN_OPTION)(where, key, known, closest(key, known))
   }
   const out = {}
   for (const key of known) {

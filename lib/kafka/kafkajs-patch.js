@@ -269,7 +269,7 @@ function nothing () {}
 function warnOnce (s, message) {
   if (s.warned) return
   s.warned = true
-  process.emitWarning(message, { code: 'IO_HYGIENE_KAFKAJS_NOT_PATCHED' })
+  process.emitWarning(message, { code: 'IO_HYGIENE_KAFKAJS_NOT_PATCHED', type: 'IoHygieneWarning' })
 }
 
 // Puts the corrected files in require.cache. Returns the undo, which removes

@@ -71,16 +71,33 @@ const spec = {
 
 const ALERT_WARNING = 'IO_HYGIENE_MONITOR_ALERT'
 
+// Set by Monitor's static block: a second install() attaches outputs
+// through it, and nothing else can.
+let attachTo = null
+
 // Request types io-hygiene removes, and what to turn on.
-function fixFor (type) {
+// `preloaded`: io-hygiene/register installed it before the application
+// loaded, so no client can have captured dns.lookup before it.
+function fixFor (type, preloaded) {
   if (type !== 'GetAddrInfoReqWrap') return null
   const dns = require('../dns').currentCache()
   if (!dns) {
     return 'io-hygiene\'s dns module is off: install({ dns: true }) (or node -r io-hygiene/register) answers dns.lookup ' +
       'from a TTL cache, one getaddrinfo per name per TTL'
   }
+  if (preloaded) {
+    return 'io-hygiene\'s dns module is on, loaded before the application, yet lookups reach getaddrinfo: names whose ' +
+      'answers are not cached (errors, TTL 0), or a client that calls getaddrinfo without dns.lookup'
+  }
   return 'io-hygiene\'s dns module is on, yet lookups reach getaddrinfo: a client that captured dns.lookup before ' +
     'install() (load with node -r io-hygiene/register), or names whose answers are not cached (errors, TTL 0)'
+}
+
+// A duration as a person reads it: three significant digits, whole
+// milliseconds from 100 up (a percentile interpolated in a power-of-two
+// bucket has no more precision than that).
+function figure (ms) {
+  return ms >= 100 ? String(Math.round(ms)) : String(Number(ms.toPrecision(3)))
 }
 
 function dominant (byType) {
@@ -107,26 +124,83 @@ class Monitor {
   #otel = null
   #otelAlert = null
   #closed = false
+  #preloaded
   #stats = { samples: 0, alerts: 0, profiles: 0, profilesSkipped: 0, heapSnapshots: 0, heapSnapshotsSkipped: 0, errors: 0 }
   #totals = { gcCount: 0, gcPauseMs: 0, costUs: 0 }
   #pending = new Set()
   #full = new Set() // directories at their caps, said once
 
-  constructor (o) {
+  constructor (o, how = { preloaded: false }) {
     this.#o = o
+    this.#preloaded = how.preloaded
     this.#conditions = o.conditions.map((c) => ({ ...parseCondition(c, o), streak: 0, firedAt: -Infinity, fired: 0 }))
-    // First: it may refuse the registry, and nothing is started yet.
-    if (o.registry !== null) this.#prom = register(o.registry, () => this.#latest(), () => this.#totals)
+    // The outputs first, each of which may refuse what it was given (a
+    // registry already holding our metrics, a provider whose getMeter()
+    // throws); the sampler and its timer start only once all are in place.
+    this.#outputs(o)
     this.#sampler = new Sampler({ resolutionMs: o.delayResolutionMs })
-    if (o.statsd !== null) this.#statsd = new StatsdOutput(o.statsd, o.statsdPrefix)
-    // Loaded only when asked for: so is @opentelemetry/api, and only by `otel`.
-    if (o.otel || o.meter !== null || o.meterProvider !== null) {
-      this.#otel = require('./outputs/otel').createOtelOutput(o, () => this.#last, () => this.#totals)
-    }
-    if (o.loggerProvider !== null) this.#otelAlert = require('./outputs/otel').alertLogger(o.loggerProvider)
     this.#due = performance.now() + o.intervalMs
     this.#timer = setInterval(() => this.#tick(), o.intervalMs)
     this.#timer.unref()
+  }
+
+  // Attaches the outputs `o` names, all or none.
+  #outputs (o) {
+    const prom = o.registry !== null ? register(o.registry, () => this.#latest(), () => this.#totals) : null
+    let otel = null
+    let otelAlert = null
+    try {
+      // Loaded only when asked for: so is @opentelemetry/api, and only by `otel`.
+      if (o.otel || o.meter !== null || o.meterProvider !== null) {
+        otel = require('./outputs/otel').createOtelOutput(o, () => this.#last, () => this.#totals)
+      }
+      if (o.loggerProvider !== null) otelAlert = require('./outputs/otel').alertLogger(o.loggerProvider)
+    } catch (error) {
+      otel?.undo()
+      prom?.undo()
+      throw error
+    }
+    if (prom !== null) this.#prom = prom
+    if (otel !== null) this.#otel = otel
+    if (otelAlert !== null) this.#otelAlert = otelAlert
+    if (o.statsd !== null) this.#statsd = new StatsdOutput(o.statsd, o.statsdPrefix)
+  }
+
+  // What a second install({ monitor }) gives that this monitor lacks: the
+  // outputs (and a logger) no IO_HYGIENE_* variable can carry. Returns the
+  // options now in use; the rest stays as it was, and install() says so.
+  static {
+    attachTo = (monitor, asked) => monitor.#attach(asked)
+  }
+
+  #attach (asked) {
+    const o = this.#o
+    if (this.#closed) return o
+    const take = {}
+    for (const key of ['logger', 'statsd', 'registry', 'loggerProvider']) {
+      if (o[key] === null && asked[key] !== null) take[key] = asked[key]
+    }
+    if (take.statsd !== undefined) take.statsdPrefix = asked.statsdPrefix
+    // One place for the metrics: only a monitor without one takes another.
+    if (!o.otel && o.meter === null && o.meterProvider === null) {
+      for (const key of ['meter', 'meterProvider']) if (asked[key] !== null) take[key] = asked[key]
+      if (asked.otel) take.otel = true
+    }
+    if (Object.keys(take).length === 0) return o
+    const added = {
+      registry: null,
+      otel: false,
+      meter: null,
+      meterProvider: null,
+      loggerProvider: null,
+      statsd: null,
+      ...take,
+      otelHistograms: o.otelHistograms,
+      statsdPrefix: take.statsdPrefix ?? o.statsdPrefix,
+    }
+    this.#outputs(added)
+    this.#o = Object.freeze({ ...o, ...take })
+    return this.#o
   }
 
   #tick () {
@@ -214,7 +288,7 @@ class Monitor {
       op: c.op,
       threshold: c.threshold,
       samples: c.for,
-      fix: fixFor(type),
+      fix: fixFor(type, this.#preloaded),
       timestamp: sample.timestamp,
       sample,
       profile: null,
@@ -280,7 +354,7 @@ class Monitor {
     for (const { kind, labels, histogram: h } of series()) {
       if (h.count === 0) continue
       const tags = Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(' ')
-      lines.push('', h.render(`${kind}${tags ? ` ${tags}` : ''}: ${h.count} recorded, p50 ${h.percentile(50)} ms, p99 ${h.percentile(99)} ms`))
+      lines.push('', h.render(`${kind}${tags ? ` ${tags}` : ''}: ${h.count} recorded, p50 ${figure(h.percentile(50))} ms, p99 ${figure(h.percentile(99))} ms`))
     }
     return lines.join('\n')
   }
@@ -318,9 +392,13 @@ function check (o, where) {
 }
 
 // install({ monitor }): one monitor for the process; undo closes it.
-function installMonitor (resolved) {
-  const monitor = new Monitor(resolved)
+function installMonitor (resolved, how) {
+  const monitor = new Monitor(resolved, how)
   return { value: monitor, undo: () => { monitor.close() } }
 }
 
-module.exports = { createMonitor, installMonitor, check, spec, histogram, Histogram, Monitor, ALERT_WARNING }
+function attachOutputs (monitor, asked) {
+  return attachTo(monitor, asked)
+}
+
+module.exports = { createMonitor, installMonitor, attachOutputs, check, spec, histogram, Histogram, Monitor, ALERT_WARNING }
