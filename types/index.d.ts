@@ -679,3 +679,11 @@ export declare class Histogram {
 
 /** The process's histogram for an operation kind and label set; keep it, then record(). */
 export declare function histogram(kind: string, labels?: Record<string, string>): Histogram
+
+/**
+ * Closes every client that drains on signals (`flushOnSignals`: StatsD clients, wrapped Kafka
+ * producers, HTTP sinks, batchers that opted in), all under one deadline. Call it from your own
+ * SIGTERM handler once your server has stopped. Never rejects: what could not be delivered in
+ * time is rejected to its own callers.
+ */
+export declare function closeAll(options?: { timeoutMs?: number }): Promise<void>

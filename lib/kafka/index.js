@@ -1,10 +1,10 @@
 'use strict'
 
-const { createBatcher, checkLimits, queueOptions } = require('../batch')
+const { createBatcher, checkLimits, queueOptions, kDrainHooks } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED } = require('../core/errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED, ERR_IO_HYGIENE_TIMEOUT } = require('../core/errors')
 
 // Defaults, and why, are in docs/kafka.md's options table; a test keeps the two equal.
 const spec = {
@@ -42,11 +42,13 @@ const spec = {
   // retries of a request that kafkajs gave up on.
   retryBackoffMs: { default: 100, check: timerMs(0) },
   maxRetryBackoffMs: { default: 1_000, check: timerMs(0) },
-  // Kubernetes stops a pod with SIGTERM: drain (send what is queued, wait
-  // for its acknowledgements, disconnect) before the signal does what it
-  // would have done (lib/core/shutdown.js), so nothing queued is lost.
+  // Kubernetes stops a pod with SIGTERM: send without lingering until the
+  // application's sends stop, then (unless the application handles the
+  // signal itself) disconnect before the signal does what it would have
+  // done (lib/core/shutdown.js), so nothing queued is lost.
   flushOnSignals: { default: true, check: boolean() },
-  // Bounds that drain, inside Kubernetes' default 30 s grace period.
+  // Bounds that drain, kafkajs's disconnect() included, inside Kubernetes'
+  // default 30 s grace period.
   shutdownTimeoutMs: { default: 10_000, check: timerMs(1) },
 }
 
@@ -179,8 +181,10 @@ class WrappedProducer {
     })
     if (options.flushOnSignals) {
       onShutdown(this, {
-        close: () => this.disconnect({ timeoutMs: options.shutdownTimeoutMs }),
+        timeoutMs: options.shutdownTimeoutMs,
+        close: (timeoutMs) => this.disconnect({ timeoutMs }),
         flush: () => this.#batcher.flush(),
+        ...this.#batcher[kDrainHooks](),
       })
     }
   }
@@ -191,16 +195,26 @@ class WrappedProducer {
 
   // Flushes first. With `timeoutMs`, what is still pending then is rejected
   // with ERR_IO_HYGIENE_TIMEOUT, and so is disconnect(), after it has
-  // disconnected the producer anyway.
+  // disconnected the producer anyway. kafkajs's own disconnect() waits for
+  // the requests in flight (up to its requestTimeout, 30 s, with a stalled
+  // broker): with `timeoutMs` it gets what is left of it, and goes on alone.
   async disconnect (options) {
     offShutdown(this)
+    const started = performance.now()
     let failure = null
     try {
       await this.#batcher.close(options)
     } catch (error) {
       failure = error
     }
-    await this.#producer.disconnect()
+    // Validated by close(): a bad value failed it before anything else.
+    const timeoutMs = failure?.code === 'ERR_IO_HYGIENE_TIMEOUT' || failure === null ? options?.timeoutMs : undefined
+    const disconnecting = this.#producer.disconnect()
+    if (typeof timeoutMs !== 'number') {
+      await disconnecting
+    } else if (!await within(disconnecting, timeoutMs - (performance.now() - started))) {
+      failure ??= new ERR_IO_HYGIENE_TIMEOUT('kafka disconnect()', timeoutMs)
+    }
     if (failure !== null) throw failure
   }
 
@@ -502,6 +516,15 @@ function rejection (error, written) {
   const wrapped = new ERR_IO_HYGIENE_KAFKA_SEND_FAILED('a kafka send()', { cause: error })
   wrapped.written = written
   return wrapped
+}
+
+// Whether `promise` settles within `ms`; its rejection is thrown. The timer
+// is ref'd: a caller awaits it, and the process must not exit before.
+function within (promise, ms) {
+  let timer
+  const late = new Promise((resolve) => { timer = setTimeout(resolve, Math.max(0, ms), false) })
+  promise.catch(() => {}) // what it rejects with after the deadline has no caller left
+  return Promise.race([promise.then(() => true), late]).finally(() => clearTimeout(timer))
 }
 
 // Refused before anything was queued.
