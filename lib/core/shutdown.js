@@ -22,7 +22,7 @@
 // are closed within what is left of their deadlines and the signal is
 // raised again, so the process dies of it as it would have. A second signal
 // that only we listen for does that at once.
-const { resolve, timerMs } = require('./options')
+const { resolve, timerMs, func, nullable } = require('./options')
 
 const registry = new Map() // owner -> hooks
 const SIGNALS = ['SIGTERM', 'SIGINT']
@@ -152,15 +152,30 @@ function onBeforeExit () {
   for (const hooks of registry.values()) hooks.flush()
 }
 
-const closeAllSpec = { timeoutMs: { default: 10_000, check: timerMs(1) } }
+const closeAllSpec = {
+  timeoutMs: { default: 10_000, check: timerMs(1) },
+  before: { default: null, check: nullable(func()) },
+}
 
 // Closes every client that drains on signals, all under one deadline: what
-// an application's own shutdown calls once its server has stopped. Never
-// rejects: what could not be delivered in time is rejected to its callers.
+// an application's own SIGTERM handler calls. `before` (the server's close)
+// runs first, so the requests it finishes still send; the clients close
+// when it settles, or when the deadline comes (then what they still hold is
+// rejected to its callers, which lets those requests end). Never rejects.
 async function closeAll (options) {
-  const { timeoutMs } = resolve('closeAll()', closeAllSpec, options)
+  const { timeoutMs, before } = resolve('closeAll()', closeAllSpec, options)
+  const started = performance.now()
+  if (before !== null) {
+    let timer
+    // Ref'd: the caller awaits it.
+    const late = new Promise((resolve) => { timer = setTimeout(resolve, timeoutMs) })
+    const stopping = Promise.resolve().then(before)
+    await Promise.race([stopping.catch(() => {}), late])
+    clearTimeout(timer)
+  }
+  const left = Math.max(1, Math.ceil(timeoutMs - (performance.now() - started)))
   const closing = []
-  for (const hooks of registry.values()) closing.push(hooks.close(timeoutMs))
+  for (const hooks of registry.values()) closing.push(hooks.close(left))
   await Promise.allSettled(closing)
 }
 
