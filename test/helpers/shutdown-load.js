@@ -88,6 +88,16 @@ async function countKafka (kafka, topic) {
   }
 }
 
+async function createTopic (kafka, topic) {
+  const admin = kafka.admin()
+  await admin.connect()
+  try {
+    await admin.createTopics({ topics: [{ topic }], waitForLeaders: true })
+  } finally {
+    await admin.disconnect()
+  }
+}
+
 async function runService ({
   handler, brokers, topic, statsd, upstream, ingest, kafka,
   shutdownTimeoutMs = 10_000, concurrency = 8, loadMs = 1000, afterMs = 1000, maxMs = 60_000,
@@ -95,6 +105,8 @@ async function runService ({
 }) {
   statsd.reset()
   ingest.records = 0
+  // Created first, so that the load does not start with the topic's creation.
+  await createTopic(kafka, topic)
   const cfg = { handler, upstream, statsdPort: statsd.port, ingest: ingest.url, brokers, topic, shutdownTimeoutMs }
   const child = spawn(process.execPath, [SERVICE, JSON.stringify(cfg)], { stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
@@ -130,6 +142,8 @@ async function runService ({
       if (status === 200) counts.requestsOk++
       else counts.requestsFailed++
       if (body.includes('ERR_IO_HYGIENE_CLOSED')) counts.closedErrors++
+      // Refused (the server closed): a load balancer would try another pod.
+      if (status === 0) await sleep(10)
     }
   }
   const loops = Array.from({ length: concurrency }, loop)
