@@ -65,6 +65,17 @@ for (const handler of ['on', 'once']) {
   })
 }
 
+t.test('process.exit() at once: what StatsD and Kafka got stays; the sink loses what it still held', async (t) => {
+  const r = await run({ handler: 'exit' })
+  t.equal(r.exitCode, 0, r.output)
+  t.equal(r.closedErrors, 0)
+  // At least: a request cut by the exit may have sent before its answer.
+  t.ok(r.statsdDelivered >= r.requestsOk, "StatsD's exit flush sent every answered request's metric")
+  t.ok(r.kafkaDelivered >= r.requestsOk, 'each answered request awaited its send')
+  t.ok(r.sinkDelivered <= r.requestsOk)
+  t.comment(`sink: ${r.sinkDelivered} of ${r.requestsOk}`)
+})
+
 t.test("docs/kubernetes.md's handler, as written: server first, then every client", async (t) => {
   const r = await run({ handler: 'recipe' })
   t.ok(r.handlerDone, r.output)

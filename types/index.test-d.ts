@@ -123,3 +123,9 @@ expectType<import('.').Monitor | null>(installed()!.monitor)
 // Every rejection of a wrapped producer's send() says whether its messages may have been written.
 declare const sendError: import('.').KafkaSendError
 expectType<false | true | 'unknown'>(sendError.written)
+
+// closeAll(): the server's close first, then every client, one deadline.
+import { closeAll } from '.'
+expectType<Promise<void>>(closeAll({ timeoutMs: 20_000, before: async () => {} }))
+expectType<Promise<void>>(closeAll())
+expectError(closeAll({ timeoutMS: 20_000 }))

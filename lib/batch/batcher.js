@@ -15,10 +15,7 @@ const {
 const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = require('./options')
 const { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
-
-// What a signal's drain asks of a batcher (core/shutdown.js), also for the
-// Kafka wrapper and the HTTP sink, which register themselves.
-const kDrainHooks = Symbol('io-hygiene.batch.drainHooks')
+const { drainHooks } = require('./drain-hooks')
 
 class Batcher {
   #options
@@ -68,31 +65,7 @@ class Batcher {
     this.#flushOk = histogram('batch.flush', { batcher: options.name, outcome: 'ok' })
     this.#flushError = histogram('batch.flush', { batcher: options.name, outcome: 'error' })
     this.#queueWait = histogram('batch.queue_wait', { batcher: options.name })
-    if (options.flushOnSignals) {
-      onShutdown(this, {
-        timeoutMs: options.shutdownTimeoutMs,
-        close: (timeoutMs) => this.close({ timeoutMs }),
-        flush: () => this.flush(),
-        ...this[kDrainHooks](),
-      })
-    }
-  }
-
-  [kDrainHooks] () {
-    return {
-      hurry: () => this.#hurry(),
-      mark: () => this.#seq,
-      busy: () => this.#held + this.#waiting.length > 0,
-    }
-  }
-
-  // From now on nothing lingers: what is queued and what is pushed later is
-  // due at once. The batcher stays open, so the application's sends go on.
-  #hurry () {
-    if (this.#closed) return
-    this.#flushUpTo = Infinity
-    for (const group of this.#groups.values()) this.#touch(group)
-    this.#schedule()
+    if (options.flushOnSignals) onShutdown(this, drainHooks(this, options.shutdownTimeoutMs, (timeoutMs) => this.close({ timeoutMs })))
   }
 
   get name () {
@@ -551,7 +524,7 @@ class Batcher {
 
   // Resolves once everything pushed so far has settled.
   #drain (timeoutMs, what, onTimeout) {
-    if (this.#flushUpTo < this.#seq) this.#flushUpTo = this.#seq
+    this.#flushUpTo = this.#seq
     const remaining = this.#held + this.#waiting.length
     if (remaining === 0) return Promise.resolve()
     // Every group is due now: the one place that looks at them all.
@@ -617,4 +590,4 @@ class Batcher {
   }
 }
 
-module.exports = { Batcher, kDrainHooks }
+module.exports = { Batcher }

@@ -23,6 +23,7 @@
 // raised again, so the process dies of it as it would have. A second signal
 // that only we listen for does that at once.
 const { resolve, timerMs, func, nullable } = require('./options')
+const { within } = require('./within')
 
 const registry = new Map() // owner -> hooks
 const SIGNALS = ['SIGTERM', 'SIGINT']
@@ -165,14 +166,7 @@ const closeAllSpec = {
 async function closeAll (options) {
   const { timeoutMs, before } = resolve('closeAll()', closeAllSpec, options)
   const started = performance.now()
-  if (before !== null) {
-    let timer
-    // Ref'd: the caller awaits it.
-    const late = new Promise((resolve) => { timer = setTimeout(resolve, timeoutMs) })
-    const stopping = Promise.resolve().then(before)
-    await Promise.race([stopping.catch(() => {}), late])
-    clearTimeout(timer)
-  }
+  if (before !== null) await within(Promise.resolve().then(before), timeoutMs).catch(() => {})
   const left = Math.max(1, Math.ceil(timeoutMs - (performance.now() - started)))
   const closing = []
   for (const hooks of registry.values()) closing.push(hooks.close(left))

@@ -19,7 +19,7 @@
 // were settled at once and are not sent again.
 const zlib = require('node:zlib')
 const { promisify } = require('node:util')
-const { createBatcher, checkLimits, queueOptions, kDrainHooks } = require('../batch')
+const { createBatcher, checkLimits, queueOptions, drainHooks } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { parseRetryAfter } = require('./headers')
 const { integer, timerMs, boolean, oneOf, string, nullable, resolve } = require('../core/options')
@@ -190,14 +190,7 @@ class HttpSink {
     })
     // The sink registers itself, not its batcher: its close() also ends the
     // request in flight and a Retry-After wait.
-    if (options.flushOnSignals) {
-      onShutdown(this, {
-        timeoutMs: options.shutdownTimeoutMs,
-        close: (timeoutMs) => this.close({ timeoutMs }),
-        flush: () => this.#batcher.flush(),
-        ...this.#batcher[kDrainHooks](),
-      })
-    }
+    if (options.flushOnSignals) onShutdown(this, drainHooks(this.#batcher, options.shutdownTimeoutMs, (timeoutMs) => this.close({ timeoutMs })))
   }
 
   get closed () {
@@ -234,8 +227,10 @@ class HttpSink {
   // ERR_IO_HYGIENE_TIMEOUT. Then nothing of the sink is left running: a
   // request still in flight is aborted and a Retry-After wait ended.
   close (options) {
-    offShutdown(this)
-    return this.#batcher.close(options).finally(() => {
+    const closing = this.#batcher.close(options)
+    // Still drained on signals if the options were refused.
+    if (this.#batcher.closed) offShutdown(this)
+    return closing.finally(() => {
       if (!this.#batcher.closed) return
       for (const controller of this.#requests) controller.abort(new ERR_IO_HYGIENE_CLOSED(this.#options.name))
       for (const [timer, wake] of this.#sleeps) {

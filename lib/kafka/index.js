@@ -1,7 +1,8 @@
 'use strict'
 
-const { createBatcher, checkLimits, queueOptions, kDrainHooks } = require('../batch')
+const { createBatcher, checkLimits, queueOptions, drainHooks } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
+const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED, ERR_IO_HYGIENE_TIMEOUT } = require('../core/errors')
@@ -179,14 +180,7 @@ class WrappedProducer {
       groupOf,
       isRetriable,
     })
-    if (options.flushOnSignals) {
-      onShutdown(this, {
-        timeoutMs: options.shutdownTimeoutMs,
-        close: (timeoutMs) => this.disconnect({ timeoutMs }),
-        flush: () => this.#batcher.flush(),
-        ...this.#batcher[kDrainHooks](),
-      })
-    }
+    if (options.flushOnSignals) onShutdown(this, drainHooks(this.#batcher, options.shutdownTimeoutMs, (timeoutMs) => this.disconnect({ timeoutMs })))
   }
 
   connect () {
@@ -194,10 +188,9 @@ class WrappedProducer {
   }
 
   // Flushes first. With `timeoutMs`, what is still pending then is rejected
-  // with ERR_IO_HYGIENE_TIMEOUT, and so is disconnect(), after it has
-  // disconnected the producer anyway. kafkajs's own disconnect() waits for
-  // the requests in flight (up to its requestTimeout, 30 s, with a stalled
-  // broker): with `timeoutMs` it gets what is left of it, and goes on alone.
+  // with ERR_IO_HYGIENE_TIMEOUT, and so is disconnect(). kafkajs's own
+  // disconnect() (which waits out its requestTimeout, 30 s, for a stalled
+  // broker) gets what is left of `timeoutMs`, then goes on alone.
   async disconnect (options) {
     offShutdown(this)
     const started = performance.now()
@@ -207,8 +200,8 @@ class WrappedProducer {
     } catch (error) {
       failure = error
     }
-    // Validated by close(): a bad value failed it before anything else.
-    const timeoutMs = failure?.code === 'ERR_IO_HYGIENE_TIMEOUT' || failure === null ? options?.timeoutMs : undefined
+    // Read as close() read it, which refused a bad value before anything else.
+    const timeoutMs = (failure === null || failure.code === 'ERR_IO_HYGIENE_TIMEOUT') && options != null && Object.hasOwn(options, 'timeoutMs') ? options.timeoutMs : null
     const disconnecting = this.#producer.disconnect()
     if (typeof timeoutMs !== 'number') {
       await disconnecting
@@ -516,15 +509,6 @@ function rejection (error, written) {
   const wrapped = new ERR_IO_HYGIENE_KAFKA_SEND_FAILED('a kafka send()', { cause: error })
   wrapped.written = written
   return wrapped
-}
-
-// Whether `promise` settles within `ms`; its rejection is thrown. The timer
-// is ref'd: a caller awaits it, and the process must not exit before.
-function within (promise, ms) {
-  let timer
-  const late = new Promise((resolve) => { timer = setTimeout(resolve, Math.max(0, ms), false) })
-  promise.catch(() => {}) // what it rejects with after the deadline has no caller left
-  return Promise.race([promise.then(() => true), late]).finally(() => clearTimeout(timer))
 }
 
 // Refused before anything was queued.
