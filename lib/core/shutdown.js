@@ -173,4 +173,4 @@ async function closeAll (options) {
   await Promise.allSettled(closing)
 }
 
-module.exports = { onShutdown, offShutdown, closeAll, QUIET_MS }
+module.exports = { onShutdown, offShutdown, closeAll }
