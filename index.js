@@ -25,6 +25,7 @@ const createHttpSink = lazy('./lib/http/sink', 'createHttpSink')
 const createMonitor = lazy('./lib/monitor', 'createMonitor')
 const histogram = lazy('./lib/metrics/registry', 'histogram')
 const createOtelProducer = lazy('./lib/monitor/outputs/otel', 'createOtelProducer')
+const closeAll = lazy('./lib/core/shutdown', 'closeAll')
 
 // A class or an object cannot be wrapped: each is a getter, in the one form
 // that still lets `import { Histogram } from 'io-hygiene'` find it. The error
@@ -51,6 +52,7 @@ module.exports = {
   createMonitor,
   histogram,
   createOtelProducer,
+  closeAll,
 }
 Object.defineProperty(module.exports, 'errors', { enumerable: true, get: function () { return later.errors } })
 Object.defineProperty(module.exports, 'Histogram', { enumerable: true, get: function () { return later.Histogram } })

@@ -12,7 +12,7 @@ const path = require('node:path')
 const { report } = require('./common')
 const { render, machine, parseRun } = require('./markdown')
 
-const benches = ['dns.js', 'statsd.js', 'batch.js', 'kafka.js', 'http.js', 'monitor.js', 'overhead.js']
+const benches = ['dns.js', 'statsd.js', 'batch.js', 'kafka.js', 'http.js', 'monitor.js', 'overhead.js', 'shutdown.js']
 
 let args = process.argv.slice(2)
 const at = args.indexOf('--markdown')

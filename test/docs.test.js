@@ -6,6 +6,7 @@
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
+const net = require('node:net')
 const { codes } = require('../lib/core/errors')
 
 const root = path.join(__dirname, '..')
@@ -187,6 +188,15 @@ async function httpServer (t) {
   return { port: server.address().port, bodies }
 }
 
+function freePort () {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address()
+      server.close(() => resolve(port))
+    })
+  })
+}
+
 async function statsdReceiver (t) {
   const r = await startStatsdReceiver()
   t.teardown(() => r.close())
@@ -263,12 +273,24 @@ const CONTEXTS = {
   // A service stopped by SIGTERM once it serves: the signal drains its clients.
   shutdown: async (t) => {
     const r = await statsdReceiver(t)
+    const ingest = await httpServer(t)
+    const port = await freePort()
+    let order = null
     return {
-      replace: [["'statsd.internal'", "'127.0.0.1'"], ['8125', String(r.port)], ["'kafka:9092'", `'${await kafkaBroker()}'`]],
-      stopOn: 'serving\n',
-      check: async (t, { signal }) => {
-        t.equal(signal, 'SIGTERM', 'the signal ended the process once the clients drained')
-        t.ok(await r.waitFor((x) => x.find('api.requests').length === 1), 'the buffered metric was sent')
+      replace: [["'statsd.internal'", "'127.0.0.1'"], ['8125', String(r.port)], ["'kafka:9092'", `'${await kafkaBroker()}'`],
+        ['http://ingest.internal/events', `http://127.0.0.1:${ingest.port}/events`], ['port: 3000', `port: ${port}`], ["'0.0.0.0'", "'127.0.0.1'"]],
+      // Once it serves, an order, then SIGTERM: the handler drains and exits 0.
+      stopOn: async (seen) => {
+        await seen('serving\n')
+        const res = await fetch(`http://127.0.0.1:${port}/orders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"id":1}' })
+        order = res.status
+        await res.text()
+      },
+      check: async (t, { code }) => {
+        t.equal(code, 0, 'the handler ended the process with exit code 0')
+        t.equal(order, 200, 'the order was answered once its message was acknowledged')
+        t.ok(await r.waitFor((x) => x.find('api.orders').length === 1), 'its metric was sent')
+        t.same(ingest.bodies.map(String), ['{"type":"order","id":1}\n'], 'its record was delivered')
       },
     }
   },
@@ -291,12 +313,19 @@ function runChild (file, { cwd = root, stopOn = null } = {}) {
       child.kill('SIGTERM')
     }
     const timer = setTimeout(() => child.kill('SIGKILL'), 120_000)
+    // seen(text): resolves once the child has printed text.
+    const waiting = []
+    const seen = (text) => new Promise((resolve) => {
+      if (stdout.includes(text)) resolve()
+      else waiting.push({ text, resolve })
+    })
     child.stdout.on('data', (d) => {
       stdout += d
       if (typeof stopOn === 'string' && stdout.includes(stopOn)) stop()
+      for (const w of waiting) if (stdout.includes(w.text)) w.resolve()
     })
     child.stderr.on('data', (d) => { stderr += d })
-    if (typeof stopOn === 'function') stopOn().then(stop)
+    if (typeof stopOn === 'function') stopOn(seen).then(stop)
     child.on('exit', (code, signal) => {
       stopped = true
       clearTimeout(timer)

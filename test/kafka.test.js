@@ -301,7 +301,7 @@ t.test('SIGTERM with a handler of the application\'s own: drained, and the appli
   const topic = await createTopic()
   const r = await runSignalFixture(t, topic, 'own-handler')
   t.same(r.lines, ['ready 100', 'app got SIGTERM', 'acked 100'])
-  t.equal(r.code, 0, 'not killed: it exits once the producer has disconnected')
+  t.equal(r.code, 0, 'not killed: it exits once the application has disconnected the producer')
   t.equal(r.signal, null)
 })
 

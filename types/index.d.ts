@@ -705,3 +705,11 @@ export declare class Histogram {
 
 /** The process's histogram for an operation kind and label set; keep it, then record(). */
 export declare function histogram(kind: string, labels?: Record<string, string>): Histogram
+
+/**
+ * Closes every client that drains on signals (`flushOnSignals`: StatsD clients, wrapped Kafka
+ * producers, HTTP sinks, batchers that opted in), all under one deadline (`timeoutMs`, default
+ * 10000). `before` (your server's close) runs first; the clients close when it settles or at the
+ * deadline. Never rejects: what could not be delivered in time is rejected to its own callers.
+ */
+export declare function closeAll(options?: { timeoutMs?: number; before?: (() => unknown) | null }): Promise<void>

@@ -155,3 +155,9 @@ import type { InstallationStats, KafkajsPatchStatus, MonitorStats } from '.'
   const loose = createBatcher({ send: async (items) => items.map(() => 1), sizeOf: (row) => row.payload.length })
   expectType<Promise<number>>(loose.push({ payload: Buffer.from('x') }))
 }
+
+// closeAll(): the server's close first, then every client, one deadline.
+import { closeAll } from '.'
+expectType<Promise<void>>(closeAll({ timeoutMs: 20_000, before: async () => {} }))
+expectType<Promise<void>>(closeAll())
+expectError(closeAll({ timeoutMS: 20_000 }))

@@ -15,6 +15,7 @@ const {
 const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = require('./options')
 const { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
+const { drainHooks } = require('./drain-hooks')
 
 class Batcher {
   #options
@@ -64,12 +65,7 @@ class Batcher {
     this.#flushOk = histogram('batch.flush', { batcher: options.name, outcome: 'ok' })
     this.#flushError = histogram('batch.flush', { batcher: options.name, outcome: 'error' })
     this.#queueWait = histogram('batch.queue_wait', { batcher: options.name })
-    if (options.flushOnSignals) {
-      onShutdown(this, {
-        close: () => this.close({ timeoutMs: options.shutdownTimeoutMs }),
-        flush: () => this.flush(),
-      })
-    }
+    if (options.flushOnSignals) onShutdown(this, drainHooks(this, options.shutdownTimeoutMs, (timeoutMs) => this.close({ timeoutMs })))
   }
 
   get name () {

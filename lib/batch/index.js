@@ -65,6 +65,7 @@ const { resolve } = require('../core/options')
 const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../core/errors')
 const { spec, checkLimits, queueOptions } = require('./options')
 const { Batcher } = require('./batcher')
+const { drainHooks } = require('./drain-hooks')
 
 function createBatcher (options) {
   const where = 'createBatcher()'
@@ -77,4 +78,4 @@ function createBatcher (options) {
   return new Batcher(o)
 }
 
-module.exports = { spec, createBatcher, checkLimits, queueOptions }
+module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks }

@@ -1,19 +1,45 @@
 'use strict'
 
 // One listener set for everything that drains on SIGTERM, SIGINT and
-// beforeExit (batchers with flushOnSignals, StatsD clients, Kafka
-// producers), added with the first owner and removed with the last.
-// onShutdown(owner, { close, flush }): close() drains within the owner's own
-// deadline and returns a promise; flush() sends what lingers behind unref'd
-// timers when the loop runs dry.
-const registry = new Map() // owner -> { close, flush }
-let shuttingDown = false
+// beforeExit (batchers with flushOnSignals, StatsD clients, Kafka producers,
+// HTTP sinks), added with the first owner and removed with the last.
+//
+// onShutdown(owner, hooks), hooks being:
+//   timeoutMs   the owner's shutdownTimeoutMs: how long a signal may drain it
+//   close(ms)   closes within ms (flushing first); a promise
+//   flush()     sends what lingers behind unref'd timers (beforeExit)
+//   hurry()     from now on sends without lingering; the owner stays open
+//   mark()      a number that changes whenever the owner is given work
+//   busy()      whether it holds anything not yet delivered
+//
+// What a signal does is decided when it arrives, as Node decides it: if the
+// application listens for it too (`on` or `once`), the process is the
+// application's to end. io-hygiene then only hurries its clients (they stay
+// open: the application's requests still send) until they are idle or their
+// deadline passes; the application closes them (closeAll() closes them all
+// under one deadline). Otherwise the clients keep serving while they have
+// work: once each has been idle for QUIET_MS (or its deadline passed), all
+// are closed within what is left of their deadlines and the signal is
+// raised again, so the process dies of it as it would have. A second signal
+// that only we listen for does that at once.
+const { resolve, timerMs, func, nullable } = require('./options')
+const { within } = require('./within')
+
+const registry = new Map() // owner -> hooks
 const SIGNALS = ['SIGTERM', 'SIGINT']
 const kSignalExit = Symbol.for('signal-exit emitter')
+// A request that is being handled when its clients look idle still has
+// this long to give them work: a load balancer goes on sending for about a
+// second after SIGTERM, and each request's sends follow one another closely.
+const QUIET_MS = 500
+let drain = null // the drain under way: { timer, finish }
+let signalled = false
 
 function onShutdown (owner, hooks) {
   if (registry.size === 0) {
-    for (const signal of SIGNALS) process.on(signal, onSignal)
+    // First, so that a `once` listener of the application has not removed
+    // itself yet when ours counts who listens.
+    for (const signal of SIGNALS) process.prependListener(signal, onSignal)
     process.on('beforeExit', onBeforeExit)
   }
   registry.set(owner, hooks)
@@ -22,6 +48,8 @@ function onShutdown (owner, hooks) {
 function offShutdown (owner) {
   if (!registry.delete(owner) || registry.size > 0) return
   removeListeners()
+  // The application closed the last client: nothing is left to wait for.
+  drain?.finish()
 }
 
 function removeListeners () {
@@ -29,27 +57,75 @@ function removeListeners () {
   process.removeListener('beforeExit', onBeforeExit)
 }
 
-// Closes every owner (each within its own deadline), then lets the signal do
-// what it would have done without us: if nobody else listens, it is raised
-// again and the process dies of it. A second signal while we drain does that
-// at once. signal-exit's listeners (v3 and v4 publish how many they
-// installed, for each other) defer to any other listener and re-raise only
-// when alone, so they do not count as somebody listening: otherwise each
-// would wait for the other and the signal would be ignored.
+// signal-exit's listeners (v3 and v4 publish how many they installed, for
+// each other) defer to any other listener and re-raise only when alone, so
+// they do not count as somebody listening: otherwise each would wait for the
+// other and the signal would be ignored.
+function applicationListens (signal) {
+  return process.listenerCount(signal) - 1 - signalExitListeners() > 0
+}
+
 function onSignal (signal) {
-  if (shuttingDown) {
+  const own = applicationListens(signal)
+  if (signalled) {
+    // A second signal nobody else listens for ends the process now, as it
+    // would have without us; one the application listens for is its own.
+    if (own) return
     removeListeners()
     process.kill(process.pid, signal)
     return
   }
-  shuttingDown = true
-  const closing = []
-  for (const hooks of registry.values()) closing.push(hooks.close())
-  Promise.allSettled(closing).then(() => {
-    shuttingDown = false
+  signalled = true
+  drainAll().then(async (started) => {
+    drain = null
+    if (own) return
+    await closeEach(started)
     removeListeners()
-    if (process.listenerCount(signal) <= signalExitListeners()) reraise(signal)
+    reraise(signal)
   })
+}
+
+// Hurries every owner and watches them: resolves (with its start) once
+// each is idle for QUIET_MS, past its deadline, or closed. The timer is
+// ref'd: a drain holds the process until it ends.
+function drainAll () {
+  const started = performance.now()
+  const marks = new Map()
+  return new Promise((resolve) => {
+    const finish = () => {
+      clearTimeout(drain.timer)
+      resolve(started)
+    }
+    drain = { timer: null, finish }
+    const round = () => {
+      drain.timer = null
+      const now = performance.now()
+      let next = Infinity
+      for (const [owner, hooks] of registry) {
+        const mark = hooks.mark()
+        const idle = !hooks.busy() && marks.get(owner) === mark
+        marks.set(owner, mark)
+        const left = hooks.timeoutMs - (now - started)
+        if (idle || left <= 0) continue
+        hooks.hurry()
+        next = Math.min(next, QUIET_MS, Math.max(1, Math.ceil(left)))
+      }
+      if (next === Infinity) return finish()
+      drain.timer = setTimeout(round, next)
+    }
+    round()
+  })
+}
+
+// Closes every owner within what is left of its deadline (at least 1 ms, so
+// that what it still holds is rejected, not dropped).
+function closeEach (started) {
+  const elapsed = performance.now() - started
+  const closing = []
+  for (const hooks of registry.values()) {
+    closing.push(hooks.close(Math.max(1, Math.ceil(hooks.timeoutMs - elapsed))))
+  }
+  return Promise.allSettled(closing)
 }
 
 // With a signal-exit listener left, the signal reaches JavaScript only on a
@@ -77,4 +153,24 @@ function onBeforeExit () {
   for (const hooks of registry.values()) hooks.flush()
 }
 
-module.exports = { onShutdown, offShutdown }
+const closeAllSpec = {
+  timeoutMs: { default: 10_000, check: timerMs(1) },
+  before: { default: null, check: nullable(func()) },
+}
+
+// Closes every client that drains on signals, all under one deadline: what
+// an application's own SIGTERM handler calls. `before` (the server's close)
+// runs first, so the requests it finishes still send; the clients close
+// when it settles, or when the deadline comes (then what they still hold is
+// rejected to its callers, which lets those requests end). Never rejects.
+async function closeAll (options) {
+  const { timeoutMs, before } = resolve('closeAll()', closeAllSpec, options)
+  const started = performance.now()
+  if (before !== null) await within(Promise.resolve().then(before), timeoutMs).catch(() => {})
+  const left = Math.max(1, Math.ceil(timeoutMs - (performance.now() - started)))
+  const closing = []
+  for (const hooks of registry.values()) closing.push(hooks.close(left))
+  await Promise.allSettled(closing)
+}
+
+module.exports = { onShutdown, offShutdown, closeAll }

@@ -19,7 +19,8 @@
 // were settled at once and are not sent again.
 const zlib = require('node:zlib')
 const { promisify } = require('node:util')
-const { createBatcher, checkLimits, queueOptions } = require('../batch')
+const { createBatcher, checkLimits, queueOptions, drainHooks } = require('../batch')
+const { onShutdown, offShutdown } = require('../core/shutdown')
 const { parseRetryAfter } = require('./headers')
 const { integer, timerMs, boolean, oneOf, string, nullable, resolve } = require('../core/options')
 const {
@@ -106,7 +107,9 @@ const spec = {
   deliveryTimeoutMs: { default: 120_000, check: timerMs(1) },
   retryBackoffMs: { default: 1000, check: timerMs(0) },
   maxRetryBackoffMs: { default: 5000, check: timerMs(0) },
-  flushOnSignals: { default: false, check: boolean() },
+  // Drained on SIGTERM and SIGINT like the other clients (core/shutdown.js):
+  // a record pushed during a rollout is delivered, not lost with the pod.
+  flushOnSignals: { default: true, check: boolean() },
   shutdownTimeoutMs: { default: 10_000, check: timerMs(0) },
 }
 
@@ -182,11 +185,12 @@ class HttpSink {
       // '[' and ']' around records that each count one separator.
       maxBatchBytes: options.maxBatchBytes - (json ? 1 : 0),
       concurrency: 1,
-      flushOnSignals: options.flushOnSignals,
-      shutdownTimeoutMs: options.shutdownTimeoutMs,
       sizeOf,
       isRetriable,
     })
+    // The sink registers itself, not its batcher: its close() also ends the
+    // request in flight and a Retry-After wait.
+    if (options.flushOnSignals) onShutdown(this, drainHooks(this.#batcher, options.shutdownTimeoutMs, (timeoutMs) => this.close({ timeoutMs })))
   }
 
   get closed () {
@@ -223,7 +227,10 @@ class HttpSink {
   // ERR_IO_HYGIENE_TIMEOUT. Then nothing of the sink is left running: a
   // request still in flight is aborted and a Retry-After wait ended.
   close (options) {
-    return this.#batcher.close(options).finally(() => {
+    const closing = this.#batcher.close(options)
+    // Still drained on signals if the options were refused.
+    if (this.#batcher.closed) offShutdown(this)
+    return closing.finally(() => {
       if (!this.#batcher.closed) return
       for (const controller of this.#requests) controller.abort(new ERR_IO_HYGIENE_CLOSED(this.#options.name))
       for (const [timer, wake] of this.#sleeps) {

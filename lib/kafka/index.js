@@ -1,10 +1,11 @@
 'use strict'
 
-const { createBatcher, checkLimits, queueOptions } = require('../batch')
+const { createBatcher, checkLimits, queueOptions, drainHooks } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
+const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED } = require('../core/errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED, ERR_IO_HYGIENE_TIMEOUT } = require('../core/errors')
 
 // Defaults, and why, are in docs/kafka.md's options table; a test keeps the two equal.
 const spec = {
@@ -42,11 +43,13 @@ const spec = {
   // retries of a request that kafkajs gave up on.
   retryBackoffMs: { default: 100, check: timerMs(0) },
   maxRetryBackoffMs: { default: 1_000, check: timerMs(0) },
-  // Kubernetes stops a pod with SIGTERM: drain (send what is queued, wait
-  // for its acknowledgements, disconnect) before the signal does what it
-  // would have done (lib/core/shutdown.js), so nothing queued is lost.
+  // Kubernetes stops a pod with SIGTERM: send without lingering until the
+  // application's sends stop, then (unless the application handles the
+  // signal itself) disconnect before the signal does what it would have
+  // done (lib/core/shutdown.js), so nothing queued is lost.
   flushOnSignals: { default: true, check: boolean() },
-  // Bounds that drain, inside Kubernetes' default 30 s grace period.
+  // Bounds that drain, kafkajs's disconnect() included, inside Kubernetes'
+  // default 30 s grace period.
   shutdownTimeoutMs: { default: 10_000, check: timerMs(1) },
 }
 
@@ -177,12 +180,7 @@ class WrappedProducer {
       groupOf,
       isRetriable,
     })
-    if (options.flushOnSignals) {
-      onShutdown(this, {
-        close: () => this.disconnect({ timeoutMs: options.shutdownTimeoutMs }),
-        flush: () => this.#batcher.flush(),
-      })
-    }
+    if (options.flushOnSignals) onShutdown(this, drainHooks(this.#batcher, options.shutdownTimeoutMs, (timeoutMs) => this.disconnect({ timeoutMs })))
   }
 
   connect () {
@@ -190,17 +188,26 @@ class WrappedProducer {
   }
 
   // Flushes first. With `timeoutMs`, what is still pending then is rejected
-  // with ERR_IO_HYGIENE_TIMEOUT, and so is disconnect(), after it has
-  // disconnected the producer anyway.
+  // with ERR_IO_HYGIENE_TIMEOUT, and so is disconnect(). kafkajs's own
+  // disconnect() (which waits out its requestTimeout, 30 s, for a stalled
+  // broker) gets what is left of `timeoutMs`, then goes on alone.
   async disconnect (options) {
     offShutdown(this)
+    const started = performance.now()
     let failure = null
     try {
       await this.#batcher.close(options)
     } catch (error) {
       failure = error
     }
-    await this.#producer.disconnect()
+    // Read as close() read it, which refused a bad value before anything else.
+    const timeoutMs = (failure === null || failure.code === 'ERR_IO_HYGIENE_TIMEOUT') && options != null && Object.hasOwn(options, 'timeoutMs') ? options.timeoutMs : null
+    const disconnecting = this.#producer.disconnect()
+    if (typeof timeoutMs !== 'number') {
+      await disconnecting
+    } else if (!await within(disconnecting, timeoutMs - (performance.now() - started))) {
+      failure ??= new ERR_IO_HYGIENE_TIMEOUT('kafka disconnect()', timeoutMs)
+    }
     if (failure !== null) throw failure
   }
 

@@ -141,14 +141,26 @@ class ClientState {
     Object.defineProperty(client, 'close', { value: this.close, writable: true, configurable: true })
     Object.defineProperty(client, 'stats', { value: this.stats, writable: true, configurable: true })
     if (flushOnExit) track(this)
-    // On SIGTERM/SIGINT: close (flushing) within shutdownTimeoutMs, then the
-    // signal does what it would have done without us (core/shutdown.js).
+    // On SIGTERM/SIGINT: flush while the application still sends, then
+    // close within shutdownTimeoutMs unless the application handles the
+    // signal itself (core/shutdown.js).
     if (flushOnSignals) {
       onShutdown(this, {
-        close: () => this.#closeWithin(this.#shutdownTimeoutMs),
+        timeoutMs: this.#shutdownTimeoutMs,
+        close: (timeoutMs) => this.#closeWithin(timeoutMs),
         flush: () => this.flush(),
+        hurry: () => this.flush(),
+        mark: () => this.counters.packets + this.counters.droppedPackets,
+        busy: () => this.#buffered(),
       })
     }
+  }
+
+  // Whether metrics wait in hot-shots' buffer (its bufferHolder, shared with
+  // child clients).
+  #buffered () {
+    const buffer = this.client.bufferHolder?.buffer
+    return typeof buffer === 'string' && buffer.length > 0
   }
 
   stats = () => ({ ...this.counters, errorsByCode: { ...this.counters.errorsByCode } })

@@ -1,0 +1,83 @@
+'use strict'
+
+// closeAll(), and the signal decisions that a load test cannot pin down.
+// Under load and against real servers: test/shutdown.test.js.
+const t = require('tap')
+const { spawn } = require('node:child_process')
+const { closeAll } = require('..')
+const { createBatcher } = require('../lib/batch')
+
+const never = () => new Promise(() => {})
+
+t.test('closeAll() checks its options before closing anything', async (t) => {
+  const b = createBatcher({ send: async () => {}, flushOnSignals: true })
+  t.teardown(() => b.close())
+  await t.rejects(closeAll({ timeoutMs: -1 }), { code: 'ERR_IO_HYGIENE_OPTION_RANGE' })
+  await t.rejects(closeAll({ before: 'app.close' }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+  await t.rejects(closeAll({ timeoutMS: 1000 }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION' })
+  t.notOk(b.closed)
+})
+
+t.test('closeAll() runs `before` to its end, then closes every client that drains on signals', async (t) => {
+  const order = []
+  const sent = []
+  const b = createBatcher({ send: async (items) => { sent.push(...items) }, flushOnSignals: true, lingerMs: 60_000, flushWhenIdle: false })
+  const own = createBatcher({ send: async () => {} }) // not on signals: the application's to close
+  t.teardown(() => own.close())
+  const pushed = b.push('sent while the server stops')
+  await closeAll({
+    before: async () => {
+      await new Promise(setImmediate)
+      order.push(`before, closed ${b.closed}`)
+    },
+  })
+  await pushed
+  order.push(`after, closed ${b.closed}`)
+  t.same(order, ['before, closed false', 'after, closed true'])
+  t.same(sent, ['sent while the server stops'])
+  t.notOk(own.closed)
+})
+
+t.test('closeAll() closes the clients at the deadline when `before` has not ended, or failed', async (t) => {
+  const b = createBatcher({ send: never, flushOnSignals: true })
+  const pushed = b.push('never answered')
+  await closeAll({ timeoutMs: 50, before: never })
+  await t.rejects(pushed, { code: 'ERR_IO_HYGIENE_TIMEOUT' }, 'rejected to its caller, not lost')
+  t.ok(b.closed)
+
+  const c = createBatcher({ send: async () => {}, flushOnSignals: true })
+  await closeAll({ before: () => { throw new Error('the server would not close') } })
+  t.ok(c.closed)
+  await closeAll() // nothing left: resolves at once
+})
+
+// A child with a batcher on signals whose sends are never answered, and an
+// application handler for SIGTERM: every SIGTERM is the application's, a
+// second one included.
+t.test('a second signal the application listens for is the application\'s', async (t) => {
+  const code = `
+    const { createBatcher } = require(${JSON.stringify(require.resolve('../lib/batch'))})
+    const b = createBatcher({ send: () => new Promise(() => {}), flushOnSignals: true, shutdownTimeoutMs: 60000 })
+    b.push('a').catch(() => {})
+    let n = 0
+    process.on('SIGTERM', () => {
+      process.stdout.write('app got SIGTERM\\n')
+      if (++n === 2) b.close({ timeoutMs: 1 }).catch(() => process.stdout.write('closed\\n'))
+      else process.stdout.write('ready\\n')
+    })
+    process.stdout.write('ready\\n')`
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => child.kill('SIGKILL'))
+  let out = ''
+  let signals = 0
+  child.stdout.on('data', (d) => {
+    out += d
+    while (out.split('ready\n').length - 1 > signals) {
+      signals++
+      child.kill('SIGTERM')
+    }
+  })
+  const exited = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  t.same(exited, { code: 0, signal: null }, 'ended by the application, not by either signal')
+  t.same(out.trim().split('\n'), ['ready', 'app got SIGTERM', 'ready', 'app got SIGTERM', 'closed'])
+})
