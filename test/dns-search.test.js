@@ -136,20 +136,37 @@ function run ({ nameserver }) {
     t.equal(cache.stats().refreshesKept, 0)
   })
 
-  t.test('a name another source answers keeps fallbackTtlMs', async (t) => {
-    // The DNS name answers with other addresses than getaddrinfo gave (as
-    // for an NSS service in front of DNS): the entry is not learned.
+  t.test('a name another source answers keeps fallbackTtlMs until its answer changes', async (t) => {
+    // getaddrinfo answers with other addresses than the DNS name has, just
+    // asked (as an NSS service in front of DNS would): the entry is not learnt.
     server.set('flip.ops.svc.cluster.local', { a: ['10.25.0.1'], ttl: 1 })
-    const cache = createDnsCache({ hostsFile: '/etc/hosts', fallbackTtlMs: 60_000 })
+    let nss = '10.25.9.9'
+    const original = dns.lookup
+    dns.lookup = function (name, options, callback) {
+      if (name === 'flip.ops') return process.nextTick(callback, null, [{ address: nss, family: 4 }])
+      return original.apply(this, arguments)
+    }
+    let cache
+    try {
+      cache = createDnsCache({ hostsFile: '/etc/hosts', fallbackTtlMs: 300 })
+    } finally {
+      dns.lookup = original
+    }
     t.teardown(() => cache.close())
     const lookup = lookupOf(cache)
-    await lookup('flip.ops')
-    server.set('flip.ops.svc.cluster.local', { a: ['10.25.0.2'], ttl: 1 })
+    t.equal(await lookup('flip.ops'), '10.25.9.9')
     t.ok(await untilStale(cache, 'flip.ops'))
     await lookup('flip.ops')
     t.ok(await eventually(() => cache.stats().fallbacks === 1), 'getaddrinfo again, kept fallbackTtlMs')
-    t.equal(cache[kInspect]('flip.ops', 0).entry.ttlMs, 60_000)
+    t.equal(cache[kInspect]('flip.ops', 0).entry.ttlMs, 300)
     t.equal(cache.stats().searchLearned, 0)
+    const queries = server.count('flip.ops.svc.cluster.local')
+    t.ok(await untilStale(cache, 'flip.ops'))
+    await lookup('flip.ops')
+    t.ok(await eventually(() => cache.stats().fallbacks === 2), 'refreshed by getaddrinfo')
+    t.equal(server.count('flip.ops.svc.cluster.local'), queries, 'without asking DNS')
+    nss = '10.25.0.1'
+    t.ok(await eventually(async () => (await lookup('flip.ops')) === '10.25.0.1' && cache[kInspect]('flip.ops', 0).entry.ttlMs === 1000), 'its answer changed to DNS\'s: learnt, kept its TTL')
   })
 
   t.test('minTtlMs 0 learns at once: a trailing dot, two slots of one name, another source, a failing server', async (t) => {
