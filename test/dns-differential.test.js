@@ -153,6 +153,54 @@ function run ({ nameserver }) {
     await follows('mixed.test', 1000, 'IPv6 only')
   })
 
+  t.test('nameserver lines glibc skips are skipped: refreshes go on, as Node\'s lookups do', async (t) => {
+    const original = fs.readFileSync('/etc/resolv.conf', 'utf8')
+    t.teardown(() => fs.writeFileSync('/etc/resolv.conf', original))
+    // Each of these once became a server with port NaN or 0, and the
+    // refresh's dgram.send() threw, uncaught.
+    fs.writeFileSync('/etc/resolv.conf', `nameserver dns.corp.example\nnameserver 10.0.0.1#x\n${original}`)
+    server.set('safe.test', { a: ['10.48.0.1'], ttl: 1 })
+    const { follows, agree } = differ(t)
+    t.equal(await agree('safe.test', 'first answer'), '10.48.0.1')
+    await follows('safe.test', 1000, 'learnt from the server glibc asks')
+    fs.writeFileSync('/etc/resolv.conf', `nameserver 10.0.0.1;\nnameserver [::1]\n${original}`)
+    server.set('safe.test', { a: ['10.48.0.2'], ttl: 1 })
+    t.equal(await follows('safe.test', 1000, 'changed'), '10.48.0.2')
+  })
+
+  // The reader's oracle: glibc itself. A line it takes makes Node's lookup
+  // reach the test server; a line it skips leaves it no server (then it
+  // asks 127.0.0.1:53, where nothing listens).
+  t.test('each nameserver line is taken or skipped as the real getaddrinfo takes or skips it', async (t) => {
+    const { parseResolvConf } = require('../lib/dns/resolv-conf')
+    const original = fs.readFileSync('/etc/resolv.conf', 'utf8')
+    t.teardown(() => fs.writeFileSync('/etc/resolv.conf', original))
+    server.set('probe.test', { a: ['10.49.0.1'], ttl: 1 })
+    const [, b, c, d] = nameserver.split('.').map(Number)
+    const lines = [
+      `nameserver ${nameserver}`, `nameserver ${nameserver} # ours`, `nameserver\t${nameserver}\tx`, ` nameserver ${nameserver}`,
+      `nameserver ${nameserver};`, `nameserver ${nameserver}#x`, `nameserver ${nameserver}:53`, `nameserver [${nameserver}]`,
+      `nameserver 127.${b}.${c * 256 + d}`, `nameserver 0x7f.${b}.${c}.${d}`, `nameserver 0177.${b}.${c}.${d}`,
+      `NAMESERVER ${nameserver}`, `nameserver: ${nameserver}`, `nameserver ${nameserver}.0`, 'nameserver localhost',
+    ]
+    for (const line of lines) {
+      const text = `${line}\noptions timeout:1 attempts:1\n`
+      fs.writeFileSync('/etc/resolv.conf', text)
+      const glibc = (await node('probe.test')) === '10.49.0.1'
+      const ours = parseResolvConf(text, { env: {}, hostname: '' }).nameservers.includes(nameserver)
+      t.equal(ours, glibc, `${JSON.stringify(line)}: ${glibc ? 'taken' : 'skipped'}`)
+    }
+    // Every word of a search line is a domain, a '#' too.
+    const text = `nameserver ${nameserver}\nsearch none.test # x\noptions timeout:1 attempts:1\n`
+    fs.writeFileSync('/etc/resolv.conf', text)
+    server.resetCounts()
+    await node('zz')
+    const { searchCandidates } = require('../lib/dns/resolv-conf')
+    const candidates = searchCandidates('zz', parseResolvConf(text, { env: {}, hostname: '' }))
+    t.same(candidates, ['zz.none.test', 'zz.#', 'zz.x', 'zz'])
+    for (const name of candidates) t.ok(server.count(name, 'A') > 0, `glibc asked ${name} too`)
+  })
+
   t.test('NXDOMAIN with an SOA: the name created is answered once the negative answer runs out', async (t) => {
     server.soa = { ttl: 1, minimum: 1 }
     t.teardown(() => { server.soa = null })
