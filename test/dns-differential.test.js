@@ -124,6 +124,22 @@ function run ({ nameserver }) {
     await follows('chg.test', 1000, 'unchanged')
   })
 
+  t.test('a name deleted from DNS: the refresh fails as Node does, and a name created again is learnt again', async (t) => {
+    server.set('gone.test', { a: ['10.50.0.1'], ttl: 1 })
+    const { follows, agree, entry, cache } = differ(t)
+    t.equal(await agree('gone.test', 'first answer'), '10.50.0.1')
+    await follows('gone.test', 1000, 'learnt')
+    server.delete('gone.test')
+    t.ok(await eventually(() => entry('gone.test').fresh === false), 'the cached answer ran out')
+    await answerOf(cache.lookup, 'gone.test') // served stale; starts the refresh
+    t.ok(await eventually(() => entry('gone.test').error !== null), 'refreshed')
+    t.equal(await agree('gone.test', 'deleted'), 'ENOTFOUND')
+    server.set('gone.test', { a: ['10.50.0.2'], ttl: 1 })
+    t.ok(await eventually(() => performance.now() >= entry('gone.test').errorUntil), 'the negative answer ran out')
+    t.equal(await agree('gone.test', 'created again'), '10.50.0.2')
+    await follows('gone.test', 1000, 'learnt again, for its TTL')
+  })
+
   t.test('a rotating round-robin name comes back in each order Node gives', async (t) => {
     const addresses = ['10.45.0.1', '10.45.0.2', '10.45.0.3']
     server.set('rr.test', { a: addresses, ttl: 1 })

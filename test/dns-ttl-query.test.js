@@ -4,7 +4,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, parseServer, resolverOptions, wireName } = require('../lib/dns/ttl-query')
+const { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, negativeTtl, parseServer, resolverOptions, wireName } = require('../lib/dns/ttl-query')
 const { startDnsServer } = require('./helpers/dns-server')
 const { bindUdp } = require('./helpers/udp')
 const packet = require('dns-packet')
@@ -254,4 +254,20 @@ t.test('a negative reply carries its RFC 2308 TTL: min(SOA TTL, SOA minimum)', a
   server.soa = { ttl: 2, minimum: 7 }
   t.same(await ask('missing.test', true, false), { records: [], rcode: 3, negativeTtl: 2 }, 'the SOA record\'s own TTL when smaller')
   t.equal((await ask('nodata.test', true, false)).negativeTtl, 0, 'an answer has none')
+})
+
+t.test('negativeTtl: past a CNAME in the answer; an SOA cut short, or none', async (t) => {
+  const soa = (ttl, minimum) => ({ name: 'test', type: 'SOA', class: 'IN', ttl, data: { mname: 'ns.test', rname: 'h.test', serial: 1, refresh: 1, retry: 1, expire: 1, minimum } })
+  const reply = (fields) => packet.encode({ id: 1, type: 'response', flags: 0, questions: [{ name: 'a.test', type: 'AAAA', class: 'IN' }], ...fields })
+  const cname = { name: 'a.test', type: 'CNAME', class: 'IN', ttl: 60, data: 'b.test' }
+  t.equal(negativeTtl(reply({ answers: [cname], authorities: [soa(300, 9)] })), 9, 'b.test has no AAAA: the SOA after the CNAME')
+  t.equal(negativeTtl(reply({ authorities: [{ name: 'test', type: 'NS', class: 'IN', ttl: 60, data: 'ns.test' }, soa(4, 9)] })), 4, 'past another record')
+  t.equal(negativeTtl(reply({ authorities: [{ name: 'test', type: 'NS', class: 'IN', ttl: 60, data: 'ns.test' }] })), 0, 'no SOA')
+  const full = reply({ authorities: [soa(300, 9)] })
+  const short = Buffer.from(full.subarray(0, full.length - 4))
+  const rdata = 9 + 8 + 16 // ns.test, h.test, four of the five numbers
+  t.equal(short.readUInt16BE(short.length - rdata - 2), rdata + 4, 'the SOA\'s RDLENGTH, found')
+  short.writeUInt16BE(rdata, short.length - rdata - 2)
+  t.equal(negativeTtl(short), 0, 'an SOA without its MINIMUM')
+  t.equal(negativeTtl(full.subarray(0, full.length - 2)), 0, 'a reply cut short')
 })

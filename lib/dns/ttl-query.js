@@ -397,4 +397,4 @@ function parseServer (server) {
   return { address, port }
 }
 
-module.exports = { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, parseServer, resolverOptions, wireName }
+module.exports = { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, negativeTtl, parseServer, resolverOptions, wireName }
