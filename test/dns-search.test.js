@@ -178,6 +178,7 @@ function run ({ nameserver }) {
     const original = dns.lookup
     dns.lookup = function (name, options, callback) {
       if (name === 'nss.ops') return process.nextTick(callback, null, [{ address: '10.29.9.9', family: 4 }])
+      if (name === 'nssonly.ops') return process.nextTick(callback, null, [{ address: '10.29.9.8', family: 4 }])
       return original.apply(this, arguments)
     }
     let cache
@@ -198,11 +199,14 @@ function run ({ nameserver }) {
     t.ok(learned, JSON.stringify([ttlOf('pay.ops.svc.cluster.local.'), ttlOf('pay.ops'), ttlOf('pay.ops', 8), ttlOf('nss.ops'), cache.stats()]))
     t.equal(cache.stats().searchLearned, 1, 'a name is counted once, whatever its slots; a trailing dot is no search')
     t.ok(await eventually(() => cache.stats().fallbacks === 2), 'the other source\'s answer keeps fallbackTtlMs, and so does a V4MAPPED one')
+    await lookup('nssonly.ops')
+    t.ok(await eventually(() => cache.stats().fallbacks === 3), 'a name no DNS candidate has: fallbackTtlMs')
+    t.equal(cache[kInspect]('nssonly.ops', 0).entry.route, 'system', 'refreshed by getaddrinfo from then on')
 
     t.equal(await lookup('svcf.ops'), '10.29.0.3')
     server.mode = 'servfail'
     t.teardown(() => { server.mode = 'answer' })
-    t.ok(await eventually(() => cache.stats().fallbacks === 3), 'a server failing while the name is learned: fallbackTtlMs')
+    t.ok(await eventually(() => cache.stats().fallbacks === 4), 'a server failing while the name is learned: fallbackTtlMs')
     t.equal(ttlOf('svcf.ops'), 1000)
     server.mode = 'answer'
     t.ok(await lookupUntil(lookup, 'svcf.ops', () => ttlOf('svcf.ops') === 3000), 'learned at its next refresh')

@@ -91,8 +91,10 @@ class TtlQuery {
     else this.#tail.next = entry
     this.#tail = entry
     if (server === null) return // a server no socket can reach: this try waits out its deadline
-    // A send that fails at once (an unreachable scope, no route) or later
-    // (the callback) is a try that gets no answer: the deadline moves on.
+    // A send that fails (an unreachable scope, no route) is a try that gets
+    // no answer: the deadline moves on. Errors come to the callback; a throw
+    // here would be uncaught (this runs from a timer), so none may escape.
+    /* c8 ignore next 3: parseServer() leaves nothing dgram refuses at once; the catch is the last guard */
     try {
       this.#socket(isIP(server.address.split('%')[0]) === 6 ? 'udp6' : 'udp4').send(encodeQuery(id, lookup.name, type, this.#edns), server.port, server.address, ignore)
     } catch {}
