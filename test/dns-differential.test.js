@@ -38,18 +38,19 @@ function run ({ nameserver }) {
   t.teardown(() => server.close())
 
   // Every address, in order, or the error's code.
-  const answerOf = (lookup, name) => new Promise((resolve) => {
-    lookup(name, { all: true }, (err, list) => resolve(err ? err.code : list.map((a) => a.address).join(' ')))
+  // `hints`: 0, or ADDRCONFIG as net.connect, http and undici pass it.
+  const answerOf = (lookup, name, hints = 0) => new Promise((resolve) => {
+    lookup(name, { all: true, hints }, (err, list) => resolve(err ? err.code : list.map((a) => a.address).join(' ')))
   })
   const node = (name) => answerOf(dns.lookup, name)
 
-  function differ (t) {
+  function differ (t, hints = 0) {
     const cache = createDnsCache(OPTIONS)
     t.teardown(() => cache.close())
-    const entry = (name) => cache[kInspect](name, 0).entry
+    const entry = (name) => cache[kInspect](name, hints === dns.ADDRCONFIG ? 1 : 0).entry
     // Both answers at the same moment.
     const both = async (name) => {
-      const [ours, theirs] = await Promise.all([answerOf(cache.lookup, name), node(name)])
+      const [ours, theirs] = await Promise.all([answerOf(cache.lookup, name, hints), answerOf(dns.lookup, name, hints)])
       return { ours, theirs }
     }
     // After a change: the cached answer may stand until its TTL runs out;
@@ -58,7 +59,7 @@ function run ({ nameserver }) {
     const follows = async (name, boundMs, what) => {
       t.ok(await eventually(() => entry(name).fresh === false), `${what}: the cached answer ran out`)
       const before = entry(name).dueAt
-      await answerOf(cache.lookup, name) // served stale; starts the refresh
+      await answerOf(cache.lookup, name, hints) // served stale; starts the refresh
       t.ok(await eventually(() => !entry(name).refreshing && entry(name).dueAt !== before && entry(name).fresh), `${what}: refreshed`)
       const { ours, theirs } = await both(name)
       t.equal(ours, theirs, `${what}: the refresh answers what Node answers`)
@@ -156,18 +157,21 @@ function run ({ nameserver }) {
     t.ok(cache.stats().refreshesKept >= 1, 'an unrotated refresh costs no getaddrinfo')
   })
 
-  t.test('mixed A and AAAA: addresses and their order as getaddrinfo sorts them', async (t) => {
-    server.set('mixed.test', { a: ['10.46.0.1'], aaaa: ['fd00:46::1'], ttl: 1 })
-    const { follows, agree } = differ(t)
-    await agree('mixed.test', 'first answer')
-    await follows('mixed.test', 1000, 'learnt')
-    server.set('mixed.test', { a: ['10.46.0.1'], aaaa: ['fd00:46::2', 'fd00:46::1'], ttl: 1 })
-    await follows('mixed.test', 1000, 'an AAAA added')
-    server.set('mixed.test', { a: ['10.46.0.2', '10.46.0.1'], aaaa: ['fd00:46::1', 'fd00:46::2'], ttl: 1 })
-    await follows('mixed.test', 1000, 'an A added, the AAAA reordered')
-    server.set('mixed.test', { aaaa: ['fd00:46::1'], ttl: 1 })
-    await follows('mixed.test', 1000, 'IPv6 only')
-  })
+  for (const [hints, label] of [[0, 'no hints'], [dns.ADDRCONFIG, 'ADDRCONFIG']]) {
+    t.test(`mixed A and AAAA (${label}): addresses and their order as getaddrinfo sorts them`, async (t) => {
+      const name = `mixed${hints}.test`
+      server.set(name, { a: ['10.46.0.1'], aaaa: ['fd00:46::1'], ttl: 1 })
+      const { follows, agree } = differ(t, hints)
+      await agree(name, 'first answer')
+      await follows(name, 1000, 'learnt')
+      server.set(name, { a: ['10.46.0.1'], aaaa: ['fd00:46::2', 'fd00:46::1'], ttl: 1 })
+      await follows(name, 1000, 'an AAAA added')
+      server.set(name, { a: ['10.46.0.2', '10.46.0.1'], aaaa: ['fd00:46::1', 'fd00:46::2'], ttl: 1 })
+      await follows(name, 1000, 'an A added, the AAAA reordered')
+      server.set(name, { aaaa: ['fd00:46::1'], ttl: 1 })
+      await follows(name, 1000, 'IPv6 only')
+    })
+  }
 
   t.test('nameserver lines glibc skips are skipped: refreshes go on, as Node\'s lookups do', async (t) => {
     const original = fs.readFileSync('/etc/resolv.conf', 'utf8')
