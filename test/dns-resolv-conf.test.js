@@ -15,12 +15,46 @@ options ndots:5
 
 t.test('a pod\'s resolv.conf', async (t) => {
   const conf = parseResolvConf(K8S, { env: {}, hostname: 'pod' })
-  t.same(conf, { nameservers: ['10.96.0.10'], search: ['ns1.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], ndots: 5, noAaaa: false, noTldQuery: false, edns: false })
+  t.same(conf, { nameservers: ['10.96.0.10'], search: ['ns1.svc.cluster.local', 'svc.cluster.local', 'cluster.local'], ndots: 5, timeout: 5, attempts: 2, rotate: false, noAaaa: false, noTldQuery: false, edns: false })
+})
+
+// What glibc 2.36's res_vinit_1 and res_setoptions do with each line: a
+// server it cannot parse is skipped (never an error), the first word only.
+t.test('nameserver lines as glibc reads them', async (t) => {
+  const servers = (text) => parseResolvConf(text, { env: {}, hostname: 'h' }).nameservers
+  for (const line of ['nameserver dns.corp.example', 'nameserver 10.0.0.1#x', 'nameserver 10.0.0.1;', 'nameserver [::1]',
+    'nameserver [::1]:53', 'nameserver 10.0.0.1:53', 'nameserver 256.0.0.1', 'nameserver 1.2.3.4.5', 'nameserver 08.0.0.1',
+    'nameserver', 'nameserver ', ' nameserver 10.0.0.1', 'nameserver:10.0.0.1', 'nameservers 10.0.0.1', '#nameserver 10.0.0.1',
+    ';nameserver 10.0.0.1', 'nameserver %eth0', 'nameserver fe80::1::2']) {
+    t.same(servers(line + '\n'), [], `skipped: ${JSON.stringify(line)}`)
+  }
+  t.same(servers('nameserver 10.0.0.1 # the corp resolver\n'), ['10.0.0.1'], 'text after a space is ignored')
+  t.same(servers('nameserver\t10.0.0.1;x\tfoo\n'), [], 'but not text glued to the address')
+  t.same(servers('nameserver 127.1\nnameserver 0x7f.0.0.2\nnameserver 0177.0.0.3\n'), ['127.0.0.1', '127.0.0.2', '127.0.0.3'], 'inet_aton\'s forms')
+  t.same(servers('nameserver 10.65535\nnameserver 10.1.65536\n'), ['10.0.255.255'], 'the last part fills the bytes left, no more')
+  const { inetAton } = require('../lib/dns/resolv-conf')
+  t.equal(inetAton('0x.0.0.1'), '0.0.0.1', 'a bare 0x is 0, as glibc\'s inet_aton reads it')
+  t.equal(inetAton('1.2.3.'), null, 'an empty part')
+  t.same(servers('nameserver fe80::1%eth0\nnameserver fd00::53\n'), ['fe80::1%eth0', 'fd00::53'], 'IPv6, a scope kept')
+  t.same(servers('nameserver 1.1.1.1\nnameserver bad\nnameserver 2.2.2.2\nnameserver 3.3.3.3\nnameserver 4.4.4.4\n'), ['1.1.1.1', '2.2.2.2', '3.3.3.3'], 'MAXNS counts the servers kept')
+})
+
+t.test('options as glibc reads them', async (t) => {
+  const parse = (text, env = {}) => parseResolvConf(text, { env, hostname: 'h' })
+  t.match(parse('options ndots:2 timeout:3 attempts:4 rotate\n'), { ndots: 2, timeout: 3, attempts: 4, rotate: true })
+  t.match(parse('options timeout:99 attempts:99 ndots:99\n'), { ndots: 15, timeout: 30, attempts: 5 }, 'capped as glibc caps them')
+  t.match(parse('options ndots:x edns0x rotatey\n'), { ndots: 0, edns: true, rotate: true }, 'atoi and prefixes, as glibc matches them')
+  t.match(parse('options\tno_tld_query no-aaaa unknown # comment\n'), { noTldQuery: true, noAaaa: true })
+  t.match(parse(' options ndots:4\noptions:ndots:4\n'), { ndots: 1 }, 'not at the start of the line: not an options line')
+  t.match(parse('options ndots:2\noptions ndots:3\n', { RES_OPTIONS: 'ndots:4' }), { ndots: 4 }, 'later wins, RES_OPTIONS last')
 })
 
 t.test('the last of domain and search wins; LOCALDOMAIN and RES_OPTIONS override; bounds', async (t) => {
   t.same(parseResolvConf('search a.test b.test\ndomain c.test\n', { env: {}, hostname: 'h' }).search, ['c.test'])
-  t.same(parseResolvConf('domain c.test\nsearch a.test b.test # x\n', { env: {}, hostname: 'h' }).search, ['a.test', 'b.test'])
+  t.same(parseResolvConf('domain c.test\nsearch a.test b.test\n', { env: {}, hostname: 'h' }).search, ['a.test', 'b.test'])
+  t.same(parseResolvConf('search a.test b.test # x\n', { env: {}, hostname: 'h' }).search, ['a.test', 'b.test', '#', 'x'], 'glibc takes every word of a search line')
+  t.same(parseResolvConf('search a.test\nsearch\ndomain\n', { env: {}, hostname: 'h' }).search, ['a.test'], 'an empty line changes nothing')
+  t.same(parseResolvConf('domain c.test d.test\n', { env: {}, hostname: 'h' }).search, ['c.test'], 'domain: the first word')
   t.same(parseResolvConf('search a.test\n', { env: { LOCALDOMAIN: 'x.test y.test' }, hostname: 'h' }).search, ['x.test', 'y.test'])
   t.same(parseResolvConf('', { env: {}, hostname: 'web-1.corp.example' }).search, ['corp.example'], 'the hostname\'s domain when the file names none')
   t.same(parseResolvConf('', { env: {}, hostname: 'web-1' }).search, [])

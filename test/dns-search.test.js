@@ -136,20 +136,37 @@ function run ({ nameserver }) {
     t.equal(cache.stats().refreshesKept, 0)
   })
 
-  t.test('a name another source answers keeps fallbackTtlMs', async (t) => {
-    // The DNS name answers with other addresses than getaddrinfo gave (as
-    // for an NSS service in front of DNS): the entry is not learned.
+  t.test('a name another source answers keeps fallbackTtlMs until its answer changes', async (t) => {
+    // getaddrinfo answers with other addresses than the DNS name has, just
+    // asked (as an NSS service in front of DNS would): the entry is not learnt.
     server.set('flip.ops.svc.cluster.local', { a: ['10.25.0.1'], ttl: 1 })
-    const cache = createDnsCache({ hostsFile: '/etc/hosts', fallbackTtlMs: 60_000 })
+    let nss = '10.25.9.9'
+    const original = dns.lookup
+    dns.lookup = function (name, options, callback) {
+      if (name === 'flip.ops') return process.nextTick(callback, null, [{ address: nss, family: 4 }])
+      return original.apply(this, arguments)
+    }
+    let cache
+    try {
+      cache = createDnsCache({ hostsFile: '/etc/hosts', fallbackTtlMs: 300 })
+    } finally {
+      dns.lookup = original
+    }
     t.teardown(() => cache.close())
     const lookup = lookupOf(cache)
-    await lookup('flip.ops')
-    server.set('flip.ops.svc.cluster.local', { a: ['10.25.0.2'], ttl: 1 })
+    t.equal(await lookup('flip.ops'), '10.25.9.9')
     t.ok(await untilStale(cache, 'flip.ops'))
     await lookup('flip.ops')
     t.ok(await eventually(() => cache.stats().fallbacks === 1), 'getaddrinfo again, kept fallbackTtlMs')
-    t.equal(cache[kInspect]('flip.ops', 0).entry.ttlMs, 60_000)
+    t.equal(cache[kInspect]('flip.ops', 0).entry.ttlMs, 300)
     t.equal(cache.stats().searchLearned, 0)
+    const queries = server.count('flip.ops.svc.cluster.local')
+    t.ok(await untilStale(cache, 'flip.ops'))
+    await lookup('flip.ops')
+    t.ok(await eventually(() => cache.stats().fallbacks === 2), 'refreshed by getaddrinfo')
+    t.equal(server.count('flip.ops.svc.cluster.local'), queries, 'without asking DNS')
+    nss = '10.25.0.1'
+    t.ok(await eventually(async () => (await lookup('flip.ops')) === '10.25.0.1' && cache[kInspect]('flip.ops', 0).entry.ttlMs === 1000), 'its answer changed to DNS\'s: learnt, kept its TTL')
   })
 
   t.test('minTtlMs 0 learns at once: a trailing dot, two slots of one name, another source, a failing server', async (t) => {
@@ -161,6 +178,7 @@ function run ({ nameserver }) {
     const original = dns.lookup
     dns.lookup = function (name, options, callback) {
       if (name === 'nss.ops') return process.nextTick(callback, null, [{ address: '10.29.9.9', family: 4 }])
+      if (name === 'nssonly.ops') return process.nextTick(callback, null, [{ address: '10.29.9.8', family: 4 }])
       return original.apply(this, arguments)
     }
     let cache
@@ -181,11 +199,14 @@ function run ({ nameserver }) {
     t.ok(learned, JSON.stringify([ttlOf('pay.ops.svc.cluster.local.'), ttlOf('pay.ops'), ttlOf('pay.ops', 8), ttlOf('nss.ops'), cache.stats()]))
     t.equal(cache.stats().searchLearned, 1, 'a name is counted once, whatever its slots; a trailing dot is no search')
     t.ok(await eventually(() => cache.stats().fallbacks === 2), 'the other source\'s answer keeps fallbackTtlMs, and so does a V4MAPPED one')
+    await lookup('nssonly.ops')
+    t.ok(await eventually(() => cache.stats().fallbacks === 3), 'a name no DNS candidate has: fallbackTtlMs')
+    t.equal(cache[kInspect]('nssonly.ops', 0).entry.route, 'system', 'refreshed by getaddrinfo from then on')
 
     t.equal(await lookup('svcf.ops'), '10.29.0.3')
     server.mode = 'servfail'
     t.teardown(() => { server.mode = 'answer' })
-    t.ok(await eventually(() => cache.stats().fallbacks === 3), 'a server failing while the name is learned: fallbackTtlMs')
+    t.ok(await eventually(() => cache.stats().fallbacks === 4), 'a server failing while the name is learned: fallbackTtlMs')
     t.equal(ttlOf('svcf.ops'), 1000)
     server.mode = 'answer'
     t.ok(await lookupUntil(lookup, 'svcf.ops', () => ttlOf('svcf.ops') === 3000), 'learned at its next refresh')

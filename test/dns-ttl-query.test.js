@@ -4,7 +4,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, parseServer, resolverOptions, wireName } = require('../lib/dns/ttl-query')
+const { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, negativeTtl, parseServer, resolverOptions, wireName } = require('../lib/dns/ttl-query')
 const { startDnsServer } = require('./helpers/dns-server')
 const { bindUdp } = require('./helpers/udp')
 const packet = require('dns-packet')
@@ -159,7 +159,8 @@ t.test('TTL queries ask only what the system resolver sent as written', async (t
   t.same(resolverOptions(file, {}), { ndots: 5, edns: false })
   t.same(resolverOptions(file, { RES_OPTIONS: 'edns0 ndots:20' }), { ndots: 15, edns: true }, 'RES_OPTIONS after the file; ndots capped at 15 as glibc caps it')
   t.same(resolverOptions(path.join(tmp, 'missing'), {}), { ndots: 1, edns: false })
-  t.same(resolverOptions(path.join(tmp, 'missing'), { RES_OPTIONS: 'ndots:x rotate' }), { ndots: 1, edns: false }, 'what glibc ignores')
+  t.same(resolverOptions(path.join(tmp, 'missing'), { RES_OPTIONS: 'rotate' }), { ndots: 1, edns: false }, 'what does not change what is sent')
+  t.same(resolverOptions(path.join(tmp, 'missing'), { RES_OPTIONS: 'ndots:x' }), { ndots: 0, edns: false }, 'ndots:x is atoi(\'x\'), 0, as glibc reads it')
   t.equal(encodeQuery(1, ['a', 'test'], 1).length, 12 + 8 + 4, 'no EDNS0 record unless asked')
   t.same(packet.decode(encodeQuery(1, ['a', 'test'], 1, true)).additionals.map((r) => r.type), ['OPT'])
 })
@@ -221,4 +222,52 @@ t.test('parseServer reads dns.getServers() forms', async (t) => {
   t.same(parseServer('10.0.0.1:5353'), { address: '10.0.0.1', port: 5353 })
   t.same(parseServer('fd00::1'), { address: 'fd00::1', port: 53 })
   t.same(parseServer('[fd00::1]:5353'), { address: 'fd00::1', port: 5353 })
+})
+
+t.test('parseServer refuses what no socket can send to', async (t) => {
+  t.same(parseServer('fe80::1%eth0'), { address: 'fe80::1%eth0', port: 53 }, 'a scoped IPv6 server, as resolv.conf names one')
+  for (const bad of ['dns.corp.example', '10.0.0.1#x', '10.0.0.1;', '[::1]', '[::1]x', '10.0.0.1:0', '10.0.0.1:65536', '10.0.0.1:x', 'bad:53']) {
+    t.equal(parseServer(bad), null, bad)
+  }
+})
+
+// Each of these made dgram.send() throw, uncaught, from a timer callback.
+t.test('a server no socket can reach is a try without an answer, never a throw', async (t) => {
+  const server = await startDnsServer()
+  t.teardown(() => server.close())
+  server.set('safe.test', { a: ['10.0.2.1'], ttl: 5 })
+  for (const bad of ['dns.corp.example', '10.0.0.1#x', '10.0.0.1;', '[::1]', 'fe80::1%no-such-if0']) {
+    t.same(await askTtl([bad], 'safe.test', true, true, 50, 2), [], `${bad}: no records`)
+    t.same(await askTtl([bad, server.server], 'safe.test', true, false, 50, 2), [{ address: '10.0.2.1', ttl: 5, family: 4 }], `${bad}: the next server answers`)
+  }
+})
+
+t.test('a negative reply carries its RFC 2308 TTL: min(SOA TTL, SOA minimum)', async (t) => {
+  const server = await startDnsServer()
+  t.teardown(() => server.close())
+  server.set('nodata.test', { a: ['10.0.3.1'], ttl: 5 })
+  const ask = (name, want4, want6) => new Promise((resolve) => new TtlQuery({ timeoutMs: 2000, tries: 1 }).query([server.server], name, want4, want6, (records, rcode, negativeTtl) => resolve({ records, rcode, negativeTtl })))
+  t.same(await ask('missing.test', true, false), { records: [], rcode: 3, negativeTtl: 0 }, 'no SOA: not to be kept')
+  server.soa = { ttl: 30, minimum: 7 }
+  t.same(await ask('missing.test', true, false), { records: [], rcode: 3, negativeTtl: 7 }, 'NXDOMAIN: the minimum')
+  t.same(await ask('nodata.test', false, true), { records: [], rcode: 0, negativeTtl: 7 }, 'no AAAA records: the same')
+  server.soa = { ttl: 2, minimum: 7 }
+  t.same(await ask('missing.test', true, false), { records: [], rcode: 3, negativeTtl: 2 }, 'the SOA record\'s own TTL when smaller')
+  t.equal((await ask('nodata.test', true, false)).negativeTtl, 0, 'an answer has none')
+})
+
+t.test('negativeTtl: past a CNAME in the answer; an SOA cut short, or none', async (t) => {
+  const soa = (ttl, minimum) => ({ name: 'test', type: 'SOA', class: 'IN', ttl, data: { mname: 'ns.test', rname: 'h.test', serial: 1, refresh: 1, retry: 1, expire: 1, minimum } })
+  const reply = (fields) => packet.encode({ id: 1, type: 'response', flags: 0, questions: [{ name: 'a.test', type: 'AAAA', class: 'IN' }], ...fields })
+  const cname = { name: 'a.test', type: 'CNAME', class: 'IN', ttl: 60, data: 'b.test' }
+  t.equal(negativeTtl(reply({ answers: [cname], authorities: [soa(300, 9)] })), 9, 'b.test has no AAAA: the SOA after the CNAME')
+  t.equal(negativeTtl(reply({ authorities: [{ name: 'test', type: 'NS', class: 'IN', ttl: 60, data: 'ns.test' }, soa(4, 9)] })), 4, 'past another record')
+  t.equal(negativeTtl(reply({ authorities: [{ name: 'test', type: 'NS', class: 'IN', ttl: 60, data: 'ns.test' }] })), 0, 'no SOA')
+  const full = reply({ authorities: [soa(300, 9)] })
+  const short = Buffer.from(full.subarray(0, full.length - 4))
+  const rdata = 9 + 8 + 16 // ns.test, h.test, four of the five numbers
+  t.equal(short.readUInt16BE(short.length - rdata - 2), rdata + 4, 'the SOA\'s RDLENGTH, found')
+  short.writeUInt16BE(rdata, short.length - rdata - 2)
+  t.equal(negativeTtl(short), 0, 'an SOA without its MINIMUM')
+  t.equal(negativeTtl(full.subarray(0, full.length - 2)), 0, 'a reply cut short')
 })

@@ -9,15 +9,17 @@ const { isIP } = require('./ip')
 const stat = promisify(fs.stat)
 const readFile = promisify(fs.readFile)
 
-// The hosts file, parsed on demand and re-read when its mtime changes (checked
-// at most once per `checkIntervalMs`). It tells the cache which names the
-// system resolver answers from the file, so they are cached for
+// The hosts file, parsed on demand and re-read when its mtime, size or inode
+// changes, checked at most once per `checkIntervalMs` (0: at every lookup,
+// as the cache does: a stat per resolution, so that a refresh follows the
+// file as getaddrinfo would at that moment). It tells the cache which names
+// the system resolver answers from the file, so they are cached for
 // fallbackTtlMs without asking DNS for a TTL they do not have.
 class HostsFile {
   #path
   #checkIntervalMs
   #names = new Map() // lower-case name -> [{ address, family }]
-  #mtimeMs = -1
+  #version = '' // mtime, size and inode as last read
   #checkedAt = -Infinity
   #loading = null
   generation = 0 // grows with every change of the file's names
@@ -52,12 +54,13 @@ class HostsFile {
     try {
       info = await stat(this.#path)
     } catch {
-      if (this.#mtimeMs !== -1) this.generation++
+      if (this.#version !== '') this.generation++
       this.#names = new Map()
-      this.#mtimeMs = -1
+      this.#version = ''
       return
     }
-    if (info.mtimeMs === this.#mtimeMs) return
+    const version = `${info.mtimeMs} ${info.size} ${info.ino}`
+    if (version === this.#version) return
     let text
     try {
       text = await readFile(this.#path, 'utf8')
@@ -65,7 +68,7 @@ class HostsFile {
       text = ''
     }
     this.#names = parseHosts(text)
-    this.#mtimeMs = info.mtimeMs
+    this.#version = version
     this.generation++
   }
 }

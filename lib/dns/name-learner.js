@@ -9,22 +9,35 @@ const TYPE_A = 1
 const TYPE_AAAA = 28
 const RCODE_NXDOMAIN = 3
 
-// Learns which name the DNS servers answered for a name getaddrinfo resolved
-// (through a search domain or as written), with its TTL, and refreshes an
-// entry by asking that name directly. Every query it sends is one glibc's
-// res_search sent for the same lookup: the same names, in the same order, to
-// the same servers, for no family glibc did not ask.
+// Negative answers kept at most (one per candidate name and type).
+const MAX_NEGATIVE = 10_000
+
+// Asks the DNS servers what getaddrinfo's DNS backend would find for a name:
+// its candidates (search domains, the name as written) in res_search's
+// order, the first with records answering, with their TTL. Every query it
+// sends is one glibc's res_search sends for the same lookup: the same names,
+// in the same order, to the same servers, for no family glibc did not ask.
+// A candidate's "no such name" or "no such record" is kept as a caching
+// resolver keeps it (RFC 2308: the SOA's minimum, clamped to [minTtlMs,
+// maxTtlMs]), so a refresh asks again only the candidates whose negative
+// answer has run out: a candidate that starts to exist is seen within that
+// bound.
 class NameLearner {
   #query // () => TtlQuery
   #counters
   #hostFamilies
+  #minTtlMs
+  #maxTtlMs
+  #negative = new Map() // `${name} ${type}` (type 0: any) -> until (performance.now())
 
   // `hostFamilies`: () => { v4, v6 }, the families the host has (injectable
   // for tests: a host's own are what they are).
-  constructor (query, counters, hostFamilies = addressFamilies) {
+  constructor (query, counters, hostFamilies = addressFamilies, { minTtlMs = 0, maxTtlMs = 300_000 } = {}) {
     this.#query = query
     this.#counters = counters
     this.#hostFamilies = hostFamilies
+    this.#minTtlMs = minTtlMs
+    this.#maxTtlMs = maxTtlMs
   }
 
   // Which record types getaddrinfo asked for (family, hints) under `conf`:
@@ -47,12 +60,13 @@ class NameLearner {
     return a && aaaa ? '46' : a ? '4' : aaaa ? '6' : null
   }
 
-  // callback(result): { fqdn, ttlMs, tried } when a candidate answered with
-  // exactly `answer`'s addresses (`tried`: how many candidates before it had
-  // no such name); null when the first candidate that answered gave other
-  // addresses, or none did (the answer came from elsewhere); undefined when a
-  // server failed or did not answer (nothing can be said yet).
-  learn (hostname, kinds, answer, conf, callback) {
+  // callback(result): { fqdn, records, ttlMs, tried } for the first candidate
+  // with records (`records` in DNS order, A before AAAA; `tried`: the
+  // candidates before it, which had none); null when none has any (the
+  // answer, if any, came from elsewhere); undefined when a server failed or
+  // did not answer (nothing can be said yet). `counter`: the stat its
+  // queries count in (ttlQueries to learn, refreshQueries to refresh).
+  resolve (hostname, kinds, conf, counter, callback) {
     if (!mayAskDns(hostname)) return process.nextTick(callback, null)
     const candidates = searchCandidates(hostname, conf)
     const servers = serversOf(conf)
@@ -61,24 +75,31 @@ class NameLearner {
       if (i >= candidates.length) return callback(null)
       const fqdn = candidates[i]
       const records = []
+      let empty = 0 // queries of this candidate that found nothing
       // Types one after the other: a name that does not exist is known
       // from the first reply, and the next candidate follows at once.
       const ask = (t) => {
         if (t === types.length) {
           if (records.length === 0) {
-            this.#counters.searchTries += types.length
+            this.#counters.searchTries += empty
             return next(i + 1)
           }
-          if (!sameAddresses(answer, records)) return callback(null)
-          return callback({ fqdn, ttlMs: minTtl(records) * 1000, tried: i })
+          return callback({ fqdn, records, ttlMs: minTtl(records) * 1000, tried: i })
         }
-        this.#counters.ttlQueries++
-        this.#one(servers, fqdn, types[t], (found, rcode) => {
+        const type = types[t]
+        if (this.#isNegative(fqdn, 0) || this.#isNegative(fqdn, type)) return ask(t + 1)
+        this.#counters[counter]++
+        this.#one(servers, fqdn, type, (found, rcode, negativeTtl) => {
           if (rcode === RCODE_NXDOMAIN) {
-            this.#counters.searchTries += t + 1
+            this.#counters.searchTries += empty + 1
+            this.#remember(fqdn, 0, negativeTtl)
             return next(i + 1)
           }
           if (rcode !== 0) return callback(undefined)
+          if (found.length === 0) {
+            empty++
+            this.#remember(fqdn, type, negativeTtl)
+          }
           for (const r of found) records.push(r)
           ask(t + 1)
         })
@@ -88,22 +109,21 @@ class NameLearner {
     next(0)
   }
 
-  // callback(records | null): the records of `fqdn` for `kinds`, asked at
-  // once, or null when any query failed.
-  refresh (fqdn, kinds, conf, callback) {
-    const servers = serversOf(conf)
-    const types = kinds === '46' ? [TYPE_A, TYPE_AAAA] : kinds === '4' ? [TYPE_A] : [TYPE_AAAA]
-    const records = []
-    let left = types.length
-    let failed = false
-    for (const type of types) {
-      this.#counters.refreshQueries++
-      this.#one(servers, fqdn, type, (found, rcode) => {
-        if (rcode !== 0) failed = true
-        else for (const r of found) records.push(r)
-        if (--left === 0) callback(failed ? null : records)
-      })
-    }
+  #isNegative (name, type) {
+    const key = `${name.toLowerCase()} ${type}`
+    const until = this.#negative.get(key)
+    if (until === undefined) return false
+    if (performance.now() < until) return true
+    this.#negative.delete(key)
+    return false
+  }
+
+  #remember (name, type, ttlSeconds) {
+    const ms = Math.min(Math.max(ttlSeconds * 1000, this.#minTtlMs), this.#maxTtlMs)
+    if (ms <= 0) return
+    /* c8 ignore next: a bound for 10,000 distinct missing names, not worth a test's time */
+    if (this.#negative.size >= MAX_NEGATIVE) this.#negative.clear()
+    this.#negative.set(`${name.toLowerCase()} ${type}`, performance.now() + ms)
   }
 
   #one (servers, name, type, callback) {
@@ -156,8 +176,8 @@ function minTtl (records) {
   return ttl
 }
 
-// Whether the DNS records hold exactly the addresses of getaddrinfo's answer
-// (as sets: glibc sorts what DNS gives, RFC 6724).
+// Whether the DNS records hold exactly the addresses of getaddrinfo's answer,
+// as sets.
 function sameAddresses (answer, records) {
   const wanted = new Set()
   for (const a of answer) wanted.add(a.address)
@@ -169,4 +189,25 @@ function sameAddresses (answer, records) {
   return seen.size === wanted.size
 }
 
-module.exports = { NameLearner, mayAskDns, parseHostsLine, readHostsServices, sameAddresses, minTtl }
+// Whether getaddrinfo, given `records` in this order now, would answer
+// `answer` again. glibc sorts what DNS gives (RFC 6724, a stable sort), so
+// an order it produced comes back unchanged when DNS gives it again; and it
+// merges the A and AAAA replies, so the order that counts is each family's.
+// Same addresses, and within each family the same order: the same answer.
+// Anything else (a rotated round-robin, a changed record): not known
+// without getaddrinfo.
+function sameAnswer (answer, records) {
+  if (answer.length !== records.length) return false
+  for (const family of [4, 6]) {
+    let j = 0
+    for (const a of answer) {
+      if (a.family !== family) continue
+      while (j < records.length && records[j].family !== family) j++
+      if (j === records.length || records[j].address !== a.address) return false
+      j++
+    }
+  }
+  return true
+}
+
+module.exports = { NameLearner, mayAskDns, parseHostsLine, readHostsServices, sameAddresses, sameAnswer, minTtl }

@@ -3,6 +3,7 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const { promisify } = require('node:util')
+const { isIP } = require('./ip')
 
 // fs's callback API, as hosts.js uses it: fs.promises loads more than it needs.
 const stat = promisify(fs.stat)
@@ -18,60 +19,112 @@ const readFile = promisify(fs.readFile)
 // glibc's defaults and bounds (resolv/resolv.h, res_init.c).
 const MAXNS = 3
 const MAX_NDOTS = 15
+const MAX_TIMEOUT = 30 // RES_MAXRETRANS, seconds
+const MAX_ATTEMPTS = 5 // RES_MAXRETRY
 // glibc 2.26+ has no limit on the search list; a bound keeps ours finite.
 const MAX_SEARCH = 64
 
 function defaults () {
-  return { nameservers: [], search: [], ndots: 1, noAaaa: false, noTldQuery: false, edns: false }
+  return { nameservers: [], search: [], ndots: 1, timeout: 5, attempts: 2, rotate: false, noAaaa: false, noTldQuery: false, edns: false }
 }
 
 // `env`: LOCALDOMAIN replaces the search list, RES_OPTIONS adds options, as
 // for glibc. `hostname`: the domain of a dotted hostname is the search list
-// when the file names none.
+// when the file names none. Lines are read as glibc 2.36's res_vinit_1 reads
+// them: a keyword counts only at the start of its line and followed by a
+// space or a tab; anything else is skipped, never an error.
 function parseResolvConf (text, { env = process.env, hostname = os.hostname() } = {}) {
   const conf = defaults()
+  const fromEnv = typeof env.LOCALDOMAIN === 'string'
   let search = null
-  for (const raw of text.split('\n')) {
-    if (raw[0] === '#' || raw[0] === ';') continue
-    const words = raw.trim().split(/\s+/)
-    const key = words[0]
-    if (key === 'nameserver' && words.length > 1) {
-      if (conf.nameservers.length < MAXNS) conf.nameservers.push(words[1])
-    } else if (key === 'domain' && words.length > 1) {
-      search = [words[1]]
-    } else if (key === 'search') {
-      search = words.slice(1, 1 + MAX_SEARCH).filter(stopAtComment())
-    } else if (key === 'options') {
-      applyOptions(conf, words.slice(1))
+  for (const line of text.split('\n')) {
+    if (keyword(line, 'nameserver')) {
+      const server = nameserver(line.slice(10))
+      if (server !== null && conf.nameservers.length < MAXNS) conf.nameservers.push(server)
+    } else if (keyword(line, 'domain')) {
+      const word = firstWord(line.slice(6))
+      if (!fromEnv && word !== '') search = [word]
+    } else if (keyword(line, 'search')) {
+      const words = line.slice(6).split(/[ \t]+/).filter(Boolean)
+      if (!fromEnv && words.length > 0) search = words.slice(0, MAX_SEARCH)
+    } else if (keyword(line, 'options')) {
+      applyOptions(conf, line.slice(7))
     }
   }
-  if (typeof env.LOCALDOMAIN === 'string') search = env.LOCALDOMAIN.trim().split(/\s+/).filter(Boolean).slice(0, MAX_SEARCH)
+  if (fromEnv) search = env.LOCALDOMAIN.split(/[ \t\n]+/).filter(Boolean).slice(0, MAX_SEARCH)
   if (search === null) {
     const dot = hostname.indexOf('.')
     search = dot !== -1 && dot < hostname.length - 1 ? [hostname.slice(dot + 1)] : []
   }
   conf.search = search
-  if (typeof env.RES_OPTIONS === 'string') applyOptions(conf, env.RES_OPTIONS.trim().split(/\s+/))
+  if (typeof env.RES_OPTIONS === 'string') applyOptions(conf, env.RES_OPTIONS)
   return conf
 }
 
-// A '#' or ';' word ends a search line (glibc stops there too).
-function stopAtComment () {
-  let stopped = false
-  return (word) => {
-    if (word[0] === '#' || word[0] === ';') stopped = true
-    return !stopped && word !== ''
-  }
+// glibc's MATCH(): the keyword at column 0, then a space or a tab.
+function keyword (line, word) {
+  return line.startsWith(word) && (line[word.length] === ' ' || line[word.length] === '\t')
 }
 
-function applyOptions (conf, words) {
-  for (const word of words) {
-    if (word.startsWith('ndots:')) {
-      const n = Number.parseInt(word.slice(6), 10)
-      if (n >= 0) conf.ndots = Math.min(n, MAX_NDOTS)
-    } else if (word === 'no-aaaa') conf.noAaaa = true
-    else if (word === 'no-tld-query') conf.noTldQuery = true
-    else if (word === 'edns0') conf.edns = true
+function firstWord (rest) {
+  return rest.replace(/^[ \t]+/, '').split(/[ \t]/)[0].replace(/\r$/, '')
+}
+
+// A nameserver line's first word, as glibc takes it: an IPv4 address in any
+// form inet_aton accepts, whole (10.1 is 10.0.0.1; 10.0.0.1; is nothing), or
+// an IPv6 address, with a scope after '%' (kept: an unknown scope is glibc's
+// scope 0, and our send to it fails as glibc's does). No port, no name, no
+// brackets. Returns the address as a socket takes it, or null to skip it.
+function nameserver (rest) {
+  const word = rest.replace(/^[ \t]+/, '').split(/[ \t\n]/)[0]
+  const v4 = inetAton(word)
+  if (v4 !== null) return v4
+  const percent = word.indexOf('%')
+  const address = percent === -1 ? word : word.slice(0, percent)
+  if (address === '' || isIP(address) !== 6) return null
+  const scope = percent === -1 ? '' : word.slice(percent + 1)
+  return scope === '' ? address : `${address}%${scope}`
+}
+
+// inet_aton's forms (a, a.b, a.b.c, a.b.c.d; each part decimal, 0x hex or
+// 0 octal; the last part fills the bytes left), exact: nothing may follow.
+// Returns the dotted quad, or null.
+function inetAton (text) {
+  const parts = text.split('.')
+  if (parts.length > 4) return null
+  const values = []
+  for (const part of parts) {
+    let value
+    if (/^0[xX][0-9a-fA-F]*$/.test(part)) value = part.length === 2 ? 0 : Number.parseInt(part.slice(2), 16)
+    else if (/^0[0-7]*$/.test(part)) value = Number.parseInt(part, 8)
+    else if (/^[1-9][0-9]*$/.test(part)) value = Number(part)
+    else return null
+    values.push(value)
+  }
+  const last = values.pop()
+  if (values.some((v) => v > 255) || last >= 2 ** (8 * (4 - values.length))) return null
+  let n = last
+  for (let i = 0; i < values.length; i++) n += values[i] * 2 ** (8 * (3 - i))
+  return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`
+}
+
+// C's atoi: optional spaces and sign, then digits; anything else reads 0.
+function atoi (text) {
+  const m = /^[ \t]*([+-]?\d+)/.exec(text)
+  return m === null ? 0 : Number.parseInt(m[1], 10)
+}
+
+// res_setoptions: words by prefix, as glibc matches them (edns0x is edns0);
+// unknown words are skipped.
+function applyOptions (conf, text) {
+  for (const word of text.split(/[ \t]+/)) {
+    if (word.startsWith('ndots:')) conf.ndots = Math.min(Math.max(atoi(word.slice(6)), 0), MAX_NDOTS)
+    else if (word.startsWith('timeout:')) conf.timeout = Math.min(Math.max(atoi(word.slice(8)), 0), MAX_TIMEOUT)
+    else if (word.startsWith('attempts:')) conf.attempts = Math.min(Math.max(atoi(word.slice(9)), 0), MAX_ATTEMPTS)
+    else if (word.startsWith('rotate')) conf.rotate = true
+    else if (word.startsWith('edns0')) conf.edns = true
+    else if (word.startsWith('no_tld_query') || word.startsWith('no-tld-query')) conf.noTldQuery = true
+    else if (word.startsWith('no-aaaa')) conf.noAaaa = true
   }
 }
 
@@ -152,4 +205,4 @@ class ResolvConf {
   }
 }
 
-module.exports = { ResolvConf, parseResolvConf, searchCandidates }
+module.exports = { ResolvConf, parseResolvConf, searchCandidates, inetAton }

@@ -7,6 +7,7 @@ const { randomFillSync } = require('node:crypto')
 const TYPE_A = 1
 const TYPE_AAAA = 28
 const TYPE_CNAME = 5
+const TYPE_SOA = 6
 const CLASS_IN = 1
 
 // Tries in flight at most. A query id has 16 bits: past this, a new lookup
@@ -53,15 +54,17 @@ class TtlQuery {
     this.#edns = edns
   }
 
-  // callback(records, rcode) once, with [{ address, ttl, family }] for what
-  // answered, maybe nothing, and the last reply's rcode (-1: no reply).
+  // callback(records, rcode, negativeTtl) once, with [{ address, ttl, family }]
+  // for what answered, maybe nothing, the last reply's rcode (-1: no reply)
+  // and, for a reply without records, how long RFC 2308 lets it be kept:
+  // min(SOA TTL, SOA minimum) in seconds, 0 without an SOA.
   query (servers, hostname, want4, want6, callback) {
     const name = wireName(hostname)
     const count = (want4 ? 1 : 0) + (want6 ? 1 : 0)
     if (name === null || servers.length === 0 || count === 0 || this.#pending.size + count > this.#maxInFlight) {
       return process.nextTick(callback, [])
     }
-    const lookup = { servers, name, records: [], rcode: -1, left: count, callback }
+    const lookup = { servers, name, records: [], rcode: -1, negativeTtl: 0, left: count, callback }
     if (want4) this.#send(lookup, TYPE_A, 0)
     if (want6) this.#send(lookup, TYPE_AAAA, 0)
     if (this.#timer === null) this.#arm()
@@ -87,7 +90,14 @@ class TtlQuery {
     if (this.#tail === null) this.#head = entry
     else this.#tail.next = entry
     this.#tail = entry
-    this.#socket(isIP(server.address) === 6 ? 'udp6' : 'udp4').send(encodeQuery(id, lookup.name, type, this.#edns), server.port, server.address)
+    if (server === null) return // a server no socket can reach: this try waits out its deadline
+    // A send that fails (an unreachable scope, no route) is a try that gets
+    // no answer: the deadline moves on. Errors come to the callback; a throw
+    // here would be uncaught (this runs from a timer), so none may escape.
+    /* c8 ignore next 3: parseServer() leaves nothing dgram refuses at once; the catch is the last guard */
+    try {
+      this.#socket(isIP(server.address.split('%')[0]) === 6 ? 'udp6' : 'udp4').send(encodeQuery(id, lookup.name, type, this.#edns), server.port, server.address, ignore)
+    } catch {}
   }
 
   // The source port: the socket is never bound by us, so its first send binds
@@ -117,6 +127,7 @@ class TtlQuery {
     if (found === null) return
     // A truncated reply says nothing about the name.
     entry.lookup.rcode = (msg[2] & 0x02) !== 0 ? -1 : msg[3] & 0x0f
+    if (found.length === 0 && entry.lookup.rcode !== -1) entry.lookup.negativeTtl = negativeTtl(msg)
     for (const r of found) entry.lookup.records.push(r)
     this.#done(entry)
   }
@@ -124,7 +135,7 @@ class TtlQuery {
   // The try `entry` is over (answered, or out of tries).
   #done (entry) {
     this.#pending.delete(entry.id)
-    if (--entry.lookup.left === 0) entry.lookup.callback(entry.lookup.records, entry.lookup.rcode)
+    if (--entry.lookup.left === 0) entry.lookup.callback(entry.lookup.records, entry.lookup.rcode, entry.lookup.negativeTtl)
     if (this.#pending.size === 0) this.#idle()
   }
 
@@ -252,6 +263,38 @@ function decodeReply (msg, type, labels) {
   }
 }
 
+// RFC 2308: a negative reply is kept for the smaller of its SOA record's TTL
+// and the SOA's MINIMUM field, taken from the authority section; 0 (not kept
+// by a caching resolver) without one or in a reply that does not parse.
+function negativeTtl (msg) {
+  try {
+    let o = readName(msg, 12)[1] + 4
+    const skip = msg.readUInt16BE(6) // answers (a CNAME to a name that has none)
+    let authority = msg.readUInt16BE(8)
+    for (let i = 0; i < skip; i++) {
+      o = readName(msg, o)[1]
+      o += 10 + msg.readUInt16BE(o + 8)
+    }
+    for (; authority > 0; authority--) {
+      o = readName(msg, o)[1]
+      const type = msg.readUInt16BE(o)
+      const ttl = ttlOf(msg.readUInt32BE(o + 4))
+      const length = msg.readUInt16BE(o + 8)
+      o += 10
+      if (type === TYPE_SOA) {
+        // MNAME, RNAME, then SERIAL, REFRESH, RETRY, EXPIRE, MINIMUM.
+        const at = readName(msg, readName(msg, o)[1])[1] + 16
+        if (at + 4 > o + length) return 0
+        return Math.min(ttl, ttlOf(msg.readUInt32BE(at)))
+      }
+      o += length
+    }
+  } catch {}
+  return 0
+}
+
+function ignore () {}
+
 // A name's key: its labels, length-prefixed, ASCII letters folded (DNS
 // compares names so, RFC 4343); other bytes as they are.
 function nameKey (labels) {
@@ -326,40 +369,34 @@ function asksAsIs (hostname, ndots) {
 }
 
 // The options of resolv.conf that decide what is sent, read as glibc reads
-// them: `options` lines in the file, then RES_OPTIONS; `ndots:n` (capped at
-// 15, default 1) and `edns0`. An unreadable file means the defaults.
+// them (resolv-conf.js): `ndots` and `edns0`, the file's then RES_OPTIONS's.
+// An unreadable file means the defaults.
 function resolverOptions (file = '/etc/resolv.conf', env = process.env) {
-  const out = { ndots: 1, edns: false }
-  let lines = []
+  let text = ''
   try {
-    lines = require('node:fs').readFileSync(file, 'latin1').split('\n')
+    text = require('node:fs').readFileSync(file, 'latin1')
   } catch {}
-  const apply = (words) => {
-    for (const word of words) {
-      if (word === 'edns0') out.edns = true
-      else if (word.startsWith('ndots:')) {
-        const n = Number.parseInt(word.slice(6), 10)
-        if (n >= 0) out.ndots = Math.min(n, 15)
-      }
-    }
-  }
-  for (const line of lines) {
-    const words = line.trim().split(/\s+/)
-    if (words[0] === 'options') apply(words.slice(1))
-  }
-  if (typeof env.RES_OPTIONS === 'string') apply(env.RES_OPTIONS.trim().split(/\s+/))
-  return out
+  const { ndots, edns } = require('./resolv-conf').parseResolvConf(text, { env, hostname: '' })
+  return { ndots, edns }
 }
 
-// "1.2.3.4", "1.2.3.4:5353", "::1", "[::1]:5353", as dns.getServers() gives.
+// "1.2.3.4", "1.2.3.4:5353", "::1", "[::1]:5353" (dns.getServers()'s
+// forms), and a scoped "fe80::1%eth0" (resolv.conf's): { address, port }, or
+// null for anything else, which is never sent to.
 function parseServer (server) {
+  let address = server
+  let port = 53
   if (server[0] === '[') {
     const end = server.indexOf(']')
-    return { address: server.slice(1, end), port: Number(server.slice(end + 2)) }
+    address = server.slice(1, end)
+    port = server[end + 1] === ':' ? Number(server.slice(end + 2)) : Number.NaN
+  } else if (isIP(server.split('%')[0]) === 0) {
+    const colon = server.lastIndexOf(':')
+    address = server.slice(0, colon)
+    port = Number(server.slice(colon + 1))
   }
-  if (isIP(server) !== 0) return { address: server, port: 53 }
-  const colon = server.lastIndexOf(':')
-  return { address: server.slice(0, colon), port: Number(server.slice(colon + 1)) }
+  if (isIP(address.split('%')[0]) === 0 || !Number.isInteger(port) || port < 1 || port > 65535) return null
+  return { address, port }
 }
 
-module.exports = { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, parseServer, resolverOptions, wireName }
+module.exports = { TtlQuery, MAX_IN_FLIGHT, asksAsIs, decodeReply, encodeQuery, negativeTtl, parseServer, resolverOptions, wireName }

@@ -4,8 +4,8 @@ const dns = require('node:dns')
 
 // entry.route: null (not learned yet), ROUTE_SYSTEM (answered by another
 // source: getaddrinfo refreshes it), or { fqdn, kinds, conf, hosts }: the
-// name DNS answered, the types asked, and the generations of resolv.conf
-// and the hosts file it was learned under.
+// name DNS answered last, the types asked, and the generations of
+// resolv.conf and the hosts file it was learned under.
 const ROUTE_SYSTEM = 'system'
 // Names remembered for the once-per-name note, at most.
 const MAX_SEARCH_NOTES = 10_000
@@ -29,13 +29,15 @@ class Upstream {
   #queryTimeoutMs
   #fallbackTtlMs
   #minTtlMs
+  #maxTtlMs
   #counters
   #conf = null // resolv.conf, read with the first name to learn
   #names = null
   #searched = new Set() // names already pointed out as costing search tries
 
-  constructor ({ servers, queryTimeoutMs, hostsFile, fallbackTtlMs, minTtlMs }, systemLookup, counters) {
+  constructor ({ servers, queryTimeoutMs, hostsFile, fallbackTtlMs, minTtlMs, maxTtlMs }, systemLookup, counters) {
     this.#minTtlMs = minTtlMs
+    this.#maxTtlMs = maxTtlMs
     this.#systemLookup = systemLookup
     this.#servers = servers
     this.#queryTimeoutMs = queryTimeoutMs
@@ -53,7 +55,7 @@ class Upstream {
   }
 
   #hostsOf () {
-    this.#hosts ??= new (require('./hosts').HostsFile)(this.#hostsFile, this.#fallbackTtlMs)
+    this.#hosts ??= new (require('./hosts').HostsFile)(this.#hostsFile, 0)
     return this.#hosts
   }
 
@@ -83,16 +85,23 @@ class Upstream {
     if (entry !== null && entry.answer !== null && entry.route !== ROUTE_SYSTEM) {
       return this.#refresh(hostname, family, hints, entry, onAnswer, onTtl)
     }
+    // A miss starts over: what was learned of an answer that is gone says
+    // nothing of the next one.
+    if (entry !== null && entry.answer === null) entry.route = null
     this.#system(hostname, family, hints, entry, null, onAnswer, onTtl)
   }
 
-  // getaddrinfo answers; then the TTL. `seen`: the records a direct refresh
-  // just found, which may already be the new answer's.
+  // getaddrinfo answers; then the TTL. `seen`: what a refresh's DNS queries
+  // just found ({ fqdn, records, ttlMs, kinds, conf, hosts }), which is the
+  // new answer's when getaddrinfo gives the same addresses.
   #system (hostname, family, hints, entry, seen, onAnswer, onTtl) {
     this.#counters.upstreamLookups++
+    const previous = entry?.answer ?? null
     this.#systemLookup(hostname, { family, hints, all: true, order: 'verbatim' }, (err, addresses) => {
       if (err) return onAnswer(err)
       onAnswer(null, addresses)
+      // Another source's answer changed: what it is now is learnt again.
+      if (entry?.route === ROUTE_SYSTEM && previous !== null && !require('./name-learner').sameAddresses(previous, addresses)) entry.route = null
       this.#ttlFor(hostname, family, hints, entry, addresses, seen, onTtl)
     })
   }
@@ -103,7 +112,7 @@ class Upstream {
   }
 
   #learner () {
-    this.#names ??= new (require('./name-learner').NameLearner)(() => this.#ttl(), this.#counters)
+    this.#names ??= new (require('./name-learner').NameLearner)(() => this.#ttl(), this.#counters, undefined, { minTtlMs: this.#minTtlMs, maxTtlMs: this.#maxTtlMs })
     return this.#names
   }
 
@@ -118,49 +127,50 @@ class Upstream {
         return onTtl(this.#fallbackTtlMs, 'hosts')
       }
       if (entry === null || entry.route === ROUTE_SYSTEM) return onTtl(this.#fallbackTtlMs, 'fallback')
-      if (!require('./name-learner').mayAskDns(hostname)) {
+      const { mayAskDns, sameAddresses } = require('./name-learner')
+      if (!mayAskDns(hostname)) {
         entry.route = ROUTE_SYSTEM
         return onTtl(this.#fallbackTtlMs, 'fallback')
       }
-      const route = entry.route
-      if (route !== null && seen !== null && route.hosts === hosts.generation &&
-        require('./name-learner').sameAddresses(addresses, seen)) {
+      if (seen !== null && seen.hosts === hosts.generation) {
         // The answer changed, and DNS had already said so: its TTL stands.
-        return onTtl(require('./name-learner').minTtl(seen) * 1000, 'dns')
+        if (sameAddresses(addresses, seen.records)) {
+          this.#learned(hostname, entry, seen)
+          return onTtl(seen.ttlMs, 'dns')
+        }
+        // getaddrinfo, asked just after DNS, answers otherwise: another
+        // source (an NSS service) answers it, refreshed by getaddrinfo.
+        entry.route = ROUTE_SYSTEM
+        return onTtl(this.#fallbackTtlMs, 'fallback')
       }
       entry.route = null
       // Learning the TTL costs what a refresh costs, and no TTL is kept for
       // less than minTtlMs: the entry's first refresh, at minTtlMs, learns
       // it. A name used once never pays for it.
       if (this.#minTtlMs > 0) return onTtl(this.#minTtlMs, 'pending')
-      this.#resolvConf().current((conf) => this.#learn(hostname, family, hints, entry, addresses, conf, hosts.generation, onTtl))
+      this.#resolvConf().current((conf) => {
+        const kinds = this.#learner().families(family, hints, conf)
+        if (kinds === null) {
+          entry.route = ROUTE_SYSTEM
+          return onTtl(this.#fallbackTtlMs, 'fallback')
+        }
+        const generation = this.#resolvConf().generation
+        this.#learner().resolve(hostname, kinds, conf, 'ttlQueries', (found) => {
+          if (found === null) entry.route = ROUTE_SYSTEM
+          if (!found || !sameAddresses(addresses, found.records)) return onTtl(this.#fallbackTtlMs, 'fallback')
+          this.#learned(hostname, entry, { ...found, kinds, conf: generation, hosts: hosts.generation }, conf)
+          onTtl(found.ttlMs, 'dns')
+        })
+      })
     })
   }
 
-  // Finds which name answered `addresses`; onTtl with its TTL, or
-  // fallbackTtlMs if none did. Returns through `onTtl` only.
-  #learn (hostname, family, hints, entry, addresses, conf, hostsGeneration, onTtl, onLearned = null) {
-    const learner = this.#learner()
-    const kinds = learner.families(family, hints, conf)
-    if (kinds === null) {
-      entry.route = ROUTE_SYSTEM
-      return onLearned ? onLearned(false) : onTtl(this.#fallbackTtlMs, 'fallback')
-    }
-    const generation = this.#resolvConf().generation
-    learner.learn(hostname, kinds, addresses, conf, (found) => {
-      if (found === undefined) return onLearned ? onLearned(false) : onTtl(this.#fallbackTtlMs, 'fallback')
-      if (found === null) {
-        // Another source (an NSS service, a server whose answers differ
-        // each time): getaddrinfo answers it, kept fallbackTtlMs.
-        entry.route = ROUTE_SYSTEM
-        return onLearned ? onLearned(false) : onTtl(this.#fallbackTtlMs, 'fallback')
-      }
-      entry.route = { fqdn: found.fqdn, kinds, conf: generation, hosts: hostsGeneration }
-      const asWritten = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname
-      if (found.fqdn.toLowerCase() !== asWritten.toLowerCase()) this.#onSearch(hostname, found, conf)
-      if (onLearned) onLearned(true)
-      onTtl(found.ttlMs, 'dns')
-    })
+  // `entry` is answered by DNS through `seen.fqdn`.
+  #learned (hostname, entry, seen, conf = this.#resolvConf().config) {
+    const first = entry.route === null || entry.route === ROUTE_SYSTEM || entry.route.fqdn !== seen.fqdn
+    entry.route = { fqdn: seen.fqdn, kinds: seen.kinds, conf: seen.conf, hosts: seen.hosts }
+    const asWritten = hostname.endsWith('.') ? hostname.slice(0, -1) : hostname
+    if (first && seen.fqdn.toLowerCase() !== asWritten.toLowerCase()) this.#onSearch(hostname, seen, conf)
   }
 
   // Once per name: the search domains it costs, and the spelling that avoids them.
@@ -177,9 +187,13 @@ class Upstream {
     }
   }
 
-  // A refresh through DNS: the learned name, or, for an entry not learned
-  // yet, the search its getaddrinfo made. Anything changed (the hosts file,
-  // resolv.conf, the families asked, the answer): getaddrinfo, as at first.
+  // A refresh through DNS: the candidates glibc's res_search would ask now,
+  // in its order, each one's negative answer kept for its RFC 2308 TTL, so
+  // that a candidate before the learned one that starts to exist is seen.
+  // The same addresses in the same order (sameAnswer()): kept without a
+  // getaddrinfo. Anything else (the hosts file lists the name, resolv.conf
+  // or the hosts file changed, another candidate answers, the addresses or
+  // their order changed): getaddrinfo, as at first.
   #refresh (hostname, family, hints, entry, onAnswer, onTtl) {
     // The answer being refreshed, as it is now: it is what DNS must confirm.
     const cached = entry.answer
@@ -187,27 +201,31 @@ class Upstream {
     hosts.lookup(hostname, (fromHosts) => {
       if (fromHosts !== undefined) return this.#system(hostname, family, hints, entry, null, onAnswer, onTtl)
       this.#resolvConf().current((conf) => {
-        const route = entry.route
-        if (route === null) {
-          return this.#learn(hostname, family, hints, entry, cached, conf, hosts.generation, onTtl, (kept) => {
-            if (kept) {
-              this.#counters.refreshesKept++
-              onAnswer(null, cached)
-            } else this.#system(hostname, family, hints, entry, null, onAnswer, onTtl)
-          })
-        }
-        const kinds = this.#learner().families(family, hints, conf)
-        if (route.conf !== this.#resolvConf().generation || route.hosts !== hosts.generation || route.kinds !== kinds) {
+        const learner = this.#learner()
+        const kinds = learner.families(family, hints, conf)
+        if (kinds === null) {
+          entry.route = ROUTE_SYSTEM
           return this.#system(hostname, family, hints, entry, null, onAnswer, onTtl)
         }
-        const { sameAddresses, minTtl } = require('./name-learner')
-        this.#learner().refresh(route.fqdn, kinds, conf, (records) => {
-          if (records !== null && records.length > 0 && sameAddresses(cached, records)) {
-            this.#counters.refreshesKept++
-            onAnswer(null, cached)
-            return onTtl(minTtl(records) * 1000, 'dns')
+        const route = entry.route
+        const generation = this.#resolvConf().generation
+        const hostsGeneration = hosts.generation
+        learner.resolve(hostname, kinds, conf, route === null ? 'ttlQueries' : 'refreshQueries', (found) => {
+          if (found === null) {
+            // No candidate has it: another source answers (an NSS service).
+            entry.route = ROUTE_SYSTEM
+            return this.#system(hostname, family, hints, entry, null, onAnswer, onTtl)
           }
-          this.#system(hostname, family, hints, entry, records, onAnswer, onTtl)
+          if (found === undefined) return this.#system(hostname, family, hints, entry, null, onAnswer, onTtl)
+          const seen = { ...found, kinds, conf: generation, hosts: hostsGeneration }
+          const moved = route !== null && (route.conf !== generation || route.hosts !== hostsGeneration || route.kinds !== kinds)
+          if (moved || !require('./name-learner').sameAnswer(cached, found.records)) {
+            return this.#system(hostname, family, hints, entry, seen, onAnswer, onTtl)
+          }
+          this.#learned(hostname, entry, seen, conf)
+          this.#counters.refreshesKept++
+          onAnswer(null, cached)
+          onTtl(found.ttlMs, 'dns')
         })
       })
     })

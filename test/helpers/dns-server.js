@@ -13,6 +13,10 @@ class TestDnsServer {
   #held = null // replies waiting for release(), while hold() is on
   mode = 'answer' // 'answer' | 'refuse' | 'servfail' | 'blackhole' | 'nxdomain'
   delayMs = 0
+  // With { ttl, minimum } (seconds): negative replies (NXDOMAIN, and no
+  // records of the type asked) carry the zone's SOA, as real servers do, so
+  // a caching resolver may keep them (RFC 2308); null sends none.
+  soa = null
   dropAfter = Infinity // queries past this many (since resetCounts) get no reply
   queries = 0
   nxdomainAnswers = 0 // replies that said "no such name"
@@ -124,14 +128,18 @@ class TestDnsServer {
     if (this.mode === 'refuse') return packet.encode({ ...response, flags: response.flags | 5 })
     if (this.mode === 'servfail') return packet.encode({ ...response, flags: response.flags | 2 })
     const record = this.#records.get(question.name.toLowerCase())
+    const authorities = this.soa === null
+      ? []
+      : [{ name: 'test', type: 'SOA', class: 'IN', ttl: this.soa.ttl, data: { mname: 'ns.test', rname: 'hostmaster.test', serial: 1, refresh: 60, retry: 60, expire: 600, minimum: this.soa.minimum } }]
     if (!record || this.mode === 'nxdomain') {
       this.nxdomainAnswers++
-      return packet.encode({ ...response, flags: response.flags | 3 })
+      return packet.encode({ ...response, flags: response.flags | 3, authorities })
     }
     const rrs = record[question.type] ?? []
     response.answers = rrs.map(({ address, ttl }) => ({
       name: question.name, type: question.type, class: 'IN', ttl, data: address,
     }))
+    if (rrs.length === 0) response.authorities = authorities
     return packet.encode(response)
   }
 }

@@ -10,8 +10,8 @@ const { namespaceSupport, ipv4OnlySupport, randomLoopback, writeResolverFiles, s
 const fs = require('node:fs')
 
 // `options`: resolv.conf's options line; `ipv4Only`: a network namespace of
-// its own with IPv4 only (see namespace.js).
-function enterNamespace (file, { hosts, search = [], options, ipv4Only = false } = {}) {
+// its own with IPv4 only, `loOnly` with loopback only (see namespace.js).
+function enterNamespace (file, { hosts, search = [], options, ipv4Only = false, loOnly = false } = {}) {
   if (process.env.IO_HYGIENE_TEST_NAMESPACE === '1') {
     return { nameserver: process.env.IO_HYGIENE_TEST_NAMESERVER }
   }
@@ -25,7 +25,7 @@ function enterNamespace (file, { hosts, search = [], options, ipv4Only = false }
   const child = spawnInNamespace(files, [...process.execArgv, file], {
     stdio: 'inherit',
     env: { ...process.env, IO_HYGIENE_TEST_NAMESPACE: '1', IO_HYGIENE_TEST_NAMESERVER: nameserver },
-  }, { ipv4Only })
+  }, { ipv4Only, loOnly })
   child.on('exit', (code, signal) => {
     fs.rmSync(files.dir, { recursive: true, force: true })
     process.exitCode = code ?? (signal ? 1 : 0)

@@ -65,10 +65,12 @@ function ipv4OnlySupport () {
 }
 
 // Spawns `process.execPath args...` inside the namespace; returns the child.
-// `ipv4Only`: in a network namespace of its own that has IPv4 only.
-function spawnInNamespace (files, args, options = {}, { ipv4Only = false } = {}) {
-  const script = `${ipv4Only ? IPV4_ONLY + ' && ' : ''}mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"`
-  return spawn('unshare', [...(ipv4Only ? ['-n'] : []), '-m', 'sh', '-c', script, 'sh', files.resolvConf, files.hosts, process.execPath, ...args], options)
+// `ipv4Only`: in a network namespace of its own that has IPv4 only;
+// `loOnly`: in one that has loopback only (for glibc, neither family).
+function spawnInNamespace (files, args, options = {}, { ipv4Only = false, loOnly = false } = {}) {
+  const network = ipv4Only ? IPV4_ONLY + ' && ' : loOnly ? 'ip link set lo up && ' : ''
+  const script = `${network}mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"`
+  return spawn('unshare', [...(network !== '' ? ['-n'] : []), '-m', 'sh', '-c', script, 'sh', files.resolvConf, files.hosts, process.execPath, ...args], options)
 }
 
 module.exports = { namespaceSupport, ipv4OnlySupport, randomLoopback, writeResolverFiles, spawnInNamespace }
