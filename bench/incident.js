@@ -30,10 +30,12 @@
 // seconds whether or not earlier ones have answered, and its latency counts
 // from that time, so a stall is never hidden (no coordinated omission). Each
 // label runs --duration seconds (bounded: rate x duration requests, then at
-// most --drain-s for the last answers) after a warm-up at a quarter of the
-// rate that every label's DNS keeps up with.
+// most --drain-s for the last answers) after a --warmup-s warm-up at a
+// quarter of the rate, which every label's DNS keeps up with, not counted.
 //
-// Labels, one after the other in one run:
+// Labels, one after the other in one run (all at once, each with its own
+// service and load, were measured too: on two shared cores, five busy
+// processes at once made every label's p99 the machine's, not its own):
 //   floor       the same service with no outbound I/O: the limit
 //   baseline    hot-shots without cacheDns, kafkajs send() per request,
 //               fetch with Node's defaults
@@ -73,7 +75,7 @@ function parameters (argv) {
     requestsPerConnection: option(argv, '--requests-per-connection', 20),
     uvThreadpoolSize: 4,
     kafkaAwaited: argv.includes('--await-kafka'),
-    warmupS: option(argv, '--warmup-s', 5),
+    warmupS: option(argv, '--warmup-s', 10),
     warmupRate: Math.max(1, Math.round(rate / 4)),
     drainS: option(argv, '--drain-s', 30),
     requestTimeoutMs: 60_000,
