@@ -420,6 +420,11 @@ function charts (runs, p) {
     x,
     series: runs.map((r) => ({ name: r.label, color: COLORS[r.label], values: r.windows.map((w) => w.p99Ms) })),
   }]
+  // The same without the baseline, whose seconds flatten the others' lines.
+  const rest = runs.filter((r) => r.label !== 'baseline')
+  if (base && rest.length > 0) {
+    out.push({ ...out[0], title: `p99 latency per ${p.windowS} s window without the baseline (ms)`, series: out[0].series.filter((s) => s.name !== 'baseline') })
+  }
   if (base) {
     const totals = {}
     for (const w of base.windows) for (const [type, n] of Object.entries(w.activeRequestsByType)) totals[type] = (totals[type] ?? 0) + n
