@@ -1,6 +1,7 @@
 'use strict'
 
 // `node bench/incident.js [--json] [--duration S] [--rate N] [--dns-delay-ms N]
+//   [--ttl-s S] [--requests-per-connection N] [--warmup-s S] [--drain-s S]
 //   [--labels floor,baseline,hand-fixed,io-hygiene] [--await-kafka]`
 //
 // The incident io-hygiene exists for, replayed: the same service under the
