@@ -66,6 +66,7 @@ function report (result, argv = process.argv) {
 
 function format (value) {
   if (value === undefined || value === null) return '-'
+  if (Array.isArray(value)) return `[${value.length}]`
   if (typeof value === 'number') return Number.isInteger(value) ? value.toLocaleString('en-US') : value.toLocaleString('en-US', { maximumFractionDigits: 2 })
   return String(value)
 }

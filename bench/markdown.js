@@ -53,12 +53,52 @@ function escape (text) {
   return text.replace(/\|/g, '\\|').replace(/\n/g, ' ')
 }
 
+// A field that holds a list (the incident benchmark's `windows`) is drawn in
+// the benchmark's charts, not written into a cell.
 function table (runs) {
-  const fields = [...new Set(runs.flatMap((run) => Object.keys(run)))]
+  const fields = [...new Set(runs.flatMap((run) => Object.keys(run)))].filter((f) => !runs.some((run) => Array.isArray(run[f])))
   return [
     `| ${fields.join(' | ')} |`,
     `|${fields.map(() => '---').join('|')}|`,
     ...runs.map((run) => `| ${fields.map((f) => cell(run[f])).join(' | ')} |`),
+  ]
+}
+
+// A benchmark's `charts` ({ title, xLabel, yLabel, x, series: [{ name,
+// color, values }] }) as Mermaid xychart-beta line charts, which GitHub draws
+// from the page itself. The chart has no legend: the line under it names each
+// series by its colour, set through the theme's palette.
+const PALETTE = ['#1f77b4', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#bcbd22']
+const COLOR_NAMES = {
+  '#1f77b4': 'blue',
+  '#9467bd': 'purple',
+  '#8c564b': 'brown',
+  '#e377c2': 'pink',
+  '#17becf': 'cyan',
+  '#bcbd22': 'olive',
+  '#7f7f7f': 'grey',
+  '#d62728': 'red',
+  '#ff7f0e': 'orange',
+  '#2ca02c': 'green',
+}
+
+function chart ({ title, xLabel, yLabel, x, series }) {
+  const colors = series.map((s, i) => s.color ?? PALETTE[i % PALETTE.length])
+  const top = Math.max(1, ...series.flatMap((s) => s.values))
+  const quote = (text) => `"${String(text).replace(/"/g, "'")}"`
+  const init = { theme: 'base', themeVariables: { xyChart: { plotColorPalette: colors.join(', ') } } }
+  return [
+    '```mermaid',
+    `%%{init: ${JSON.stringify(init)}}%%`,
+    'xychart-beta',
+    `  title ${quote(title)}`,
+    `  x-axis ${quote(xLabel)} [${x.join(', ')}]`,
+    `  y-axis ${quote(yLabel)} 0 --> ${Math.ceil(top * 1.05)}`,
+    ...series.map((s) => `  line [${s.values.join(', ')}]`),
+    '```',
+    '',
+    `Lines: ${series.map((s, i) => `${escape(s.name)} (${COLOR_NAMES[colors[i]] ?? colors[i]})`).join(', ')}.`,
+    '',
   ]
 }
 
@@ -81,6 +121,7 @@ function renderBench (result) {
     if (scenario.note) lines.push(escape(String(scenario.note)), '')
     if ((scenario.runs ?? []).length > 0) lines.push(...table(scenario.runs), '')
   }
+  for (const c of result.charts ?? []) lines.push(...chart(c))
   const targets = result.targets ?? []
   if (targets.length > 0) {
     lines.push('**Targets**', '', '| target | measured | result |', '|---|---|---|')

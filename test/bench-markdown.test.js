@@ -48,6 +48,39 @@ t.test('a benchmark that did not finish is said so, not left out', async (t) => 
   t.match(machine().cores, Number)
 })
 
+t.test("a benchmark's charts: Mermaid line charts with their colours named, and lists kept out of the tables", async (t) => {
+  const windows = [{ p50Ms: 1, p99Ms: 2, maxMs: 3, activeRequestsByType: {} }]
+  const page = render([{
+    bench: 'incident',
+    scenarios: [{ name: 'incident', runs: [{ label: 'floor', p99Ms: 2, windows }, { label: 'baseline', p99Ms: 900, windows }] }],
+    charts: [
+      {
+        title: 'p99 "per window"',
+        xLabel: 'seconds',
+        yLabel: 'p99 (ms)',
+        x: [10, 20],
+        series: [{ name: 'floor', color: '#7f7f7f', values: [2, 3] }, { name: 'baseline', color: '#123456', values: [400, 900] }],
+      },
+      { title: 'requests', xLabel: 's', yLabel: 'n', x: [10], series: [{ name: 'GetAddrInfoReqWrap', values: [0] }] },
+    ],
+  }], machine(new Date('2026-01-02T03:04:05Z'), []))
+  t.match(page, /\| label \| p99Ms \|\n\|---\|---\|\n\| floor \| 2 \|\n\| baseline \| 900 \|\n/, 'windows are not a column')
+  t.match(page, [
+    '```mermaid',
+    '%%{init: {"theme":"base","themeVariables":{"xyChart":{"plotColorPalette":"#7f7f7f, #123456"}}}}%%',
+    'xychart-beta',
+    '  title "p99 \'per window\'"',
+    '  x-axis "seconds" [10, 20]',
+    '  y-axis "p99 (ms)" 0 --> 945',
+    '  line [2, 3]',
+    '  line [400, 900]',
+    '```',
+    '',
+    'Lines: floor (grey), baseline (#123456).',
+  ].join('\n'))
+  t.match(page, /"plotColorPalette":"#1f77b4"[\s\S]*y-axis "n" 0 --> 2\n {2}line \[0\][\s\S]*Lines: GetAddrInfoReqWrap \(blue\)\./, 'a palette of its own, and a y axis of at least 1')
+})
+
 t.test('the command line writes the same page from a saved run', async (t) => {
   const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'io-hygiene-md-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
