@@ -100,7 +100,7 @@ function moduleOptions (mod) {
 // The environment's options. env.js, which reads them, loads only when some
 // variable may be one.
 function fromEnv () {
-  if (!mayMentionUs()) return { options: {}, names: {} }
+  if (!mayMentionUs()) return { options: Object.create(null), names: Object.create(null) }
   return require('./env').readEnv(modules)
 }
 

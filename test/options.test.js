@@ -71,6 +71,17 @@ t.test('every module ignores options inherited from Object.prototype (a child pr
   t.equal(out.asked, 0, 'nothing was asked of them')
 })
 
+t.test('install() takes no module\'s setting from Object.prototype, with or without variables (a child process, polluted)', async (t) => {
+  const fixture = path.join(__dirname, 'fixtures', 'install-polluted-modules.js')
+  const run = (env) => new Promise((resolve, reject) => {
+    execFile(process.execPath, [fixture], { timeout: 60_000, env: { PATH: process.env.PATH, ...env } }, (err, stdout, stderr) => err ? reject(Object.assign(err, { stderr })) : resolve(JSON.parse(stdout)))
+  })
+  t.same(await run({}), { on: { dns: true, http: true, monitor: false }, kafkajs: true, maxTtlMs: 300_000, prototypeKept: true },
+    'the defaults, as if Object.prototype were clean')
+  t.same(await run({ IO_HYGIENE_DNS_MAX_TTL_MS: '5000' }), { on: { dns: true, http: true, monitor: false }, kafkajs: true, maxTtlMs: 5000, prototypeKept: true },
+    'the variable applies, and nothing is written to Object.prototype')
+})
+
 t.test('timerMs: the one duration validator, at most 2^31-1 ms', async (t) => {
   t.equal(MAX_TIMER_MS, 2 ** 31 - 1)
   t.equal(timerMs()('f()', 'aMs', 2 ** 31 - 1), 2 ** 31 - 1)
