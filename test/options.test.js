@@ -82,6 +82,25 @@ t.test('install() takes no module\'s setting from Object.prototype, with or with
     'the variable applies, and nothing is written to Object.prototype')
 })
 
+t.test('errors.md\'s misspelt-option example prints what its comments say', async (t) => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const page = fs.readFileSync(path.join(__dirname, '..', 'docs', 'errors.md'), 'utf8')
+  const code = /```js\n([\s\S]*?)\n```/.exec(page)[1]
+  const expected = [...code.matchAll(/console\.log\(.*\) \/\/ (.*)$/gm)].map((m) => m[1])
+  t.equal(expected.length, 3, 'three lines of output, each in a comment')
+  // As a reader runs it: io-hygiene installed in a project of their own.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-errors-md-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.mkdirSync(path.join(dir, 'node_modules'))
+  fs.symlinkSync(path.join(__dirname, '..'), path.join(dir, 'node_modules', 'io-hygiene'), 'dir')
+  fs.writeFileSync(path.join(dir, 'example.js'), code + '\n')
+  const stdout = await new Promise((resolve, reject) => {
+    execFile(process.execPath, ['example.js'], { cwd: dir, timeout: 60_000 }, (err, stdout) => err ? reject(err) : resolve(stdout))
+  })
+  t.same(stdout.trim().split('\n'), expected)
+})
+
 t.test('timerMs: the one duration validator, at most 2^31-1 ms', async (t) => {
   t.equal(MAX_TIMER_MS, 2 ** 31 - 1)
   t.equal(timerMs()('f()', 'aMs', 2 ** 31 - 1), 2 ** 31 - 1)
