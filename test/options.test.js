@@ -54,6 +54,28 @@ t.test('a typo among many options names the one meant, not the whole list', asyn
   t.throws(() => resolve('createMonitor()', spec, { cooldown: 1 }), { message: /did you mean "cooldownMs"\?$/ })
 })
 
+t.test('an unknown option\'s name is shown escaped and short, never raw', async (t) => {
+  const spec = { aMs: { default: 5, check: integer() } }
+  const err = (input) => {
+    try {
+      resolve('f()', spec, input)
+    } catch (e) {
+      t.equal(e.code, 'ERR_IO_HYGIENE_UNKNOWN_OPTION')
+      return e.message
+    }
+    t.fail('no error')
+  }
+  // A key from a config file can forge a log line or drive a terminal.
+  const forged = err({ 'x\n[error] forged line\u001b[2J\u202e': 1 })
+  // eslint-disable-next-line no-control-regex -- matching them is the point
+  t.notMatch(forged, /[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/, 'no control or bidirectional character')
+  t.match(forged, 'unknown option "x\\u000a[error] forged line\\u001b[2J\\u202e"', 'escaped, as printable() does')
+  t.match(err({ 'aMs\n': 1 }), /unknown option "aMs\\u000a"; did you mean "aMs"\?$/, 'in the did-you-mean form too')
+  const long = err({ ['k'.repeat(1_000_000)]: 1 })
+  t.ok(long.length < 300, `a key of a million characters is cut (${long.length} characters)`)
+  t.match(long, /unknown option "k{40}…" \(1000000 characters\)/)
+})
+
 t.test('resolve reads own properties only: an inherited option is never used', async (t) => {
   const spec = { aMs: { default: 5, check: integer() } }
   t.same(resolve('f()', spec, Object.create({ aMs: 7 })), { aMs: 5 })

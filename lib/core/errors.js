@@ -35,8 +35,8 @@ function createError (code, message, Base = Error, { showCause = false } = {}) {
 const ERR_IO_HYGIENE_UNKNOWN_OPTION = createError(
   'ERR_IO_HYGIENE_UNKNOWN_OPTION',
   (where, key, known, suggestion = null) => suggestion !== null
-    ? `${where}: unknown option "${key}"; did you mean "${suggestion}"?`
-    : `${where}: unknown option "${key}" (known options: ${known.join(', ')})`,
+    ? `${where}: unknown option "${optionName(key)}; did you mean "${suggestion}"?`
+    : `${where}: unknown option "${optionName(key)} (known options: ${known.join(', ')})`,
   TypeError
 )
 const ERR_IO_HYGIENE_INVALID_OPTION = createError(
@@ -159,6 +159,12 @@ function redactUrl (url) {
   const redacted = u.username !== '' || u.password !== '' ? '<redacted>@' : ''
   const query = u.search !== '' ? '?<redacted>' : ''
   return `${u.protocol}//${redacted}${u.host}${u.pathname}${query}`
+}
+
+// An option's name as the caller wrote it (from a config file, say), closing
+// quote included: escaped, and cut when it is too long to be a typo.
+function optionName (key) {
+  return key.length <= 80 ? `${printable(key)}"` : `${printable(key.slice(0, 40))}…" (${key.length} characters)`
 }
 
 function describe (value) {
