@@ -253,6 +253,24 @@ t.test('an ignored option is described by its type, never printed: objects, circ
   t.notMatch(warning.message, /secret-token/, 'no object\'s insides')
 })
 
+t.test('an ignored option\'s text is escaped, and a revoked proxy is described, never touched', async (t) => {
+  const any = (where, key, value) => value
+  const hostile = {
+    name: 'hostile',
+    enabledByDefault: false,
+    spec: () => ({ text: { default: null, check: any }, proxy: { default: null, check: any } }),
+    apply: () => ({ value: 'hostile', undo () {} }),
+  }
+  modules.push(hostile)
+  t.teardown(() => modules.splice(modules.indexOf(hostile), 1))
+  const { proxy, revoke } = Proxy.revocable([], {})
+  ioHygiene.install({ hostile: { proxy } })
+  revoke() // in use, and now throws at every touch (Array.isArray included)
+  const [warning] = await warningsOf(() => t.doesNotThrow(() => ioHygiene.install({ hostile: { text: 'a\u2028b\u202ec\u0085', proxy: [] } })))
+  t.match(warning.message, 'hostile.text (asked "a\\u2028b\\u202ec\\u0085", in use null)', 'line separators and overrides escaped')
+  t.match(warning.message, 'hostile.proxy (asked [], in use an object)')
+})
+
 t.test('a misspelt variable is refused with the closest known name', async (t) => {
   const refused = {
     IO_HYGIENE_DNS_MAX_TTL: 'IO_HYGIENE_DNS_MAX_TTL_MS',
