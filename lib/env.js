@@ -135,7 +135,7 @@ function warnUnknown (name) {
   const warned = (globalThis[kWarned] ??= new Set())
   if (warned.has(name)) return
   warned.add(name)
-  process.emitWarning(`${name} is not a variable this version of io-hygiene reads; it is ignored ` +
+  process.emitWarning(`${errors().printable(name)} is not a variable this version of io-hygiene reads; it is ignored ` +
     '(a variable of a newer version, or of another tool: rename it if it is neither)', { code: UNKNOWN_ENV, type: 'IoHygieneWarning' })
 }
 

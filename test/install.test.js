@@ -395,6 +395,18 @@ t.test('an unknown variable that is no near miss warns once per name, in this pr
     '(a variable of a newer version, or of another tool: rename it if it is neither)'])
 })
 
+t.test('a variable\'s name and value are shown escaped: a newline forges no line, an escape drives no terminal', async (t) => {
+  const seen = []
+  const listener = (w) => { if (w.code === 'IO_HYGIENE_UNKNOWN_ENV') seen.push(w.message) }
+  process.on('warning', listener)
+  t.teardown(() => process.removeListener('warning', listener))
+  optionsFromEnv(modules, { 'IO_HYGIENE_SOMETHING_ELSE\u001b[2J\n(node:1) forged': '1' })
+  await new Promise(setImmediate)
+  t.match(seen, [/^IO_HYGIENE_SOMETHING_ELSE\\u001b\[2J\\u000a\(node:1\) forged is not a variable/], 'the warning')
+  t.throws(() => optionsFromEnv(modules, { 'IO_HYGIENE_DNS_MAX_TTL\n': '5' }), { message: /^unknown environment variable IO_HYGIENE_DNS_MAX_TTL\\u000a \(did you mean/ }, 'a near miss')
+  t.throws(() => optionsFromEnv(modules, { IO_HYGIENE_DNS_MAX_TTL_MS: '5\u202e\u2028' }), { message: /got "5\\u202e\\u2028"$/ }, 'a refused value')
+})
+
 t.test('a misspelt or invalid variable fails start-up, naming it', async (t) => {
   for (const [name, value, message] of [
     ['IO_HYGIENE_DNS_MAX_TTL', '60000', /ERR_IO_HYGIENE_UNKNOWN_ENV.*IO_HYGIENE_DNS_MAX_TTL \(did you mean IO_HYGIENE_DNS_MAX_TTL_MS\?/],

@@ -62,12 +62,12 @@ const ERR_IO_HYGIENE_INVALID_ARGUMENT = createError(
 )
 const ERR_IO_HYGIENE_INVALID_ENV = createError(
   'ERR_IO_HYGIENE_INVALID_ENV',
-  (name, expected, value) => `environment variable ${name} must be ${expected}, got ${JSON.stringify(value)}`,
+  (name, expected, value) => `environment variable ${printable(name)} must be ${expected}, got ${printable(JSON.stringify(value))}`,
   TypeError
 )
 const ERR_IO_HYGIENE_UNKNOWN_ENV = createError(
   'ERR_IO_HYGIENE_UNKNOWN_ENV',
-  (name, closest) => `unknown environment variable ${name} (did you mean ${closest}? install() reads IO_HYGIENE_<MODULE> and IO_HYGIENE_<MODULE>_<OPTION>, the option's name in upper snake case)`,
+  (name, closest) => `unknown environment variable ${printable(name)} (did you mean ${closest}? install() reads IO_HYGIENE_<MODULE> and IO_HYGIENE_<MODULE>_<OPTION>, the option's name in upper snake case)`,
   TypeError
 )
 const ERR_IO_HYGIENE_QUEUE_FULL = createError(
