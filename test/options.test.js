@@ -76,6 +76,15 @@ t.test('an unknown option\'s name is shown escaped and short, never raw', async 
   t.match(long, /unknown option "k{40}…" \(1000000 characters\)/)
 })
 
+t.test('a refused string value is shown escaped and short, never raw', async (t) => {
+  const check = oneOf('a', 'b')
+  t.throws(() => check('f()', 'o', 'c\n[error] forged\u001b[2J\u202e\u2028'), { message: 'f(): option "o" must be one of "a", "b", got "c\\n[error] forged\\u001b[2J\\u202e\\u2028"' })
+  let message = ''
+  try { check('f()', 'o', 'v'.repeat(1_000_000)) } catch (e) { message = e.message }
+  t.ok(message.length < 300, `a value of a million characters is cut (${message.length} characters)`)
+  t.match(message, /got "v{100}…" \(1000000 characters\)$/)
+})
+
 t.test('resolve reads own properties only: an inherited option is never used', async (t) => {
   const spec = { aMs: { default: 5, check: integer() } }
   t.same(resolve('f()', spec, Object.create({ aMs: 7 })), { aMs: 5 })

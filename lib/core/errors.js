@@ -115,7 +115,7 @@ const ERR_IO_HYGIENE_INVALID_RESULT = createError(
 )
 const ERR_IO_HYGIENE_INVALID_CONDITION = createError(
   'ERR_IO_HYGIENE_INVALID_CONDITION',
-  (where, condition, detail) => `${where}: condition ${typeof condition === 'string' ? JSON.stringify(condition) : describe(condition)}: ${detail}`,
+  (where, condition, detail) => `${where}: condition ${describe(condition)}: ${detail}`,
   TypeError
 )
 const ERR_IO_HYGIENE_MISSING_PEER = createError(
@@ -168,13 +168,15 @@ function optionName (key) {
 }
 
 function describe (value) {
-  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'string') {
+    return value.length <= 200 ? printable(JSON.stringify(value)) : `${printable(JSON.stringify(value.slice(0, 100)).slice(0, -1))}…" (${value.length} characters)`
+  }
   if (typeof value === 'bigint') return `${value}n`
   if (value === null || typeof value !== 'object') return String(value)
   if (!Array.isArray(value)) return 'an object'
   // A short array of strings and numbers is shown: the bad entry is in it.
   const shown = value.every((v) => typeof v === 'string' || typeof v === 'number') ? JSON.stringify(value) : ''
-  return shown !== '' && shown.length <= 80 ? shown : 'an array'
+  return shown !== '' && shown.length <= 80 ? printable(shown) : 'an array'
 }
 
 module.exports = {
