@@ -62,8 +62,10 @@ function knownVariables (modules) {
 // them and, per module, the variables that were set, to name them when a
 // value is refused.
 function readEnv (modules, env = process.env) {
-  const options = {}
-  const names = {}
+  // Keyed by module name: without a prototype, a polluted
+  // Object.prototype.dns is never read as a module's setting, nor written to.
+  const options = Object.create(null)
+  const names = Object.create(null)
   // The variables that mention us, spelt right or nearly. Nearly always
   // none: then no module's spec is loaded.
   const mentions = Object.keys(env).filter((name) => name.startsWith(PREFIX) || nearMiss(name) !== null)
@@ -133,7 +135,7 @@ function warnUnknown (name) {
   const warned = (globalThis[kWarned] ??= new Set())
   if (warned.has(name)) return
   warned.add(name)
-  process.emitWarning(`${name} is not a variable this version of io-hygiene reads; it is ignored ` +
+  process.emitWarning(`${errors().printable(name)} is not a variable this version of io-hygiene reads; it is ignored ` +
     '(a variable of a newer version, or of another tool: rename it if it is neither)', { code: UNKNOWN_ENV, type: 'IoHygieneWarning' })
 }
 

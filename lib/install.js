@@ -100,7 +100,7 @@ function moduleOptions (mod) {
 // The environment's options. env.js, which reads them, loads only when some
 // variable may be one.
 function fromEnv () {
-  if (!mayMentionUs()) return { options: {}, names: {} }
+  if (!mayMentionUs()) return { options: Object.create(null), names: Object.create(null) }
   return require('./env').readEnv(modules)
 }
 
@@ -201,23 +201,39 @@ function differences (a, b) {
       const u = x[k]
       const v = y[k]
       if (u === v) continue
-      if (Array.isArray(u) && Array.isArray(v) && u.length === v.length && u.every((e, i) => e === v[i])) continue
+      if (sameList(u, v)) continue
       out.push(`${key}.${k} (asked ${show(v)}, in use ${show(u)})`)
     }
   }
   return out
 }
 
+// Two lists with the same entries (options are frozen copies); false for
+// anything else, a revoked proxy (which throws at any touch) included.
+function sameList (u, v) {
+  try {
+    return Array.isArray(u) && Array.isArray(v) && u.length === v.length && u.every((e, i) => e === v[i])
+  } catch {
+    return false
+  }
+}
+
 // A value by its type, never its insides: an object may be a registry full
-// of metrics, a logger, or circular (JSON.stringify would throw).
+// of metrics, a logger, or circular (JSON.stringify would throw). Text is
+// escaped as error messages escape it; an object that throws at a touch (a
+// revoked proxy fails even Array.isArray) is only "an object".
 function show (value) {
   if (typeof value === 'function') return 'a function'
   if (typeof value === 'bigint') return `${value}n`
-  if (typeof value === 'string') return value.length <= 80 ? JSON.stringify(value) : 'a string'
+  if (typeof value === 'string') return value.length <= 80 ? errors().printable(JSON.stringify(value)) : 'a string'
   if (value === null || typeof value !== 'object') return String(value)
-  if (!Array.isArray(value)) return 'an object'
-  const shown = value.every((v) => typeof v === 'number' || (typeof v === 'string' && v.length <= 80)) ? JSON.stringify(value) : ''
-  return shown !== '' && shown.length <= 80 ? shown : 'an array'
+  try {
+    if (!Array.isArray(value)) return 'an object'
+    const shown = value.every((v) => typeof v === 'number' || (typeof v === 'string' && v.length <= 80)) ? JSON.stringify(value) : ''
+    return shown !== '' && shown.length <= 80 ? errors().printable(shown) : 'an array'
+  } catch {
+    return 'an object'
+  }
 }
 
 const ALREADY_INSTALLED = 'IO_HYGIENE_ALREADY_INSTALLED'

@@ -253,6 +253,24 @@ t.test('an ignored option is described by its type, never printed: objects, circ
   t.notMatch(warning.message, /secret-token/, 'no object\'s insides')
 })
 
+t.test('an ignored option\'s text is escaped, and a revoked proxy is described, never touched', async (t) => {
+  const any = (where, key, value) => value
+  const hostile = {
+    name: 'hostile',
+    enabledByDefault: false,
+    spec: () => ({ text: { default: null, check: any }, proxy: { default: null, check: any } }),
+    apply: () => ({ value: 'hostile', undo () {} }),
+  }
+  modules.push(hostile)
+  t.teardown(() => modules.splice(modules.indexOf(hostile), 1))
+  const { proxy, revoke } = Proxy.revocable([], {})
+  ioHygiene.install({ hostile: { proxy } })
+  revoke() // in use, and now throws at every touch (Array.isArray included)
+  const [warning] = await warningsOf(() => t.doesNotThrow(() => ioHygiene.install({ hostile: { text: 'a\u2028b\u202ec\u0085', proxy: [] } })))
+  t.match(warning.message, 'hostile.text (asked "a\\u2028b\\u202ec\\u0085", in use null)', 'line separators and overrides escaped')
+  t.match(warning.message, 'hostile.proxy (asked [], in use an object)')
+})
+
 t.test('a misspelt variable is refused with the closest known name', async (t) => {
   const refused = {
     IO_HYGIENE_DNS_MAX_TTL: 'IO_HYGIENE_DNS_MAX_TTL_MS',
@@ -375,6 +393,18 @@ t.test('an unknown variable that is no near miss warns once per name, in this pr
   await new Promise(setImmediate)
   t.same(seen, ['IO_HYGIENE_SOMETHING_ELSE_ENTIRELY is not a variable this version of io-hygiene reads; it is ignored ' +
     '(a variable of a newer version, or of another tool: rename it if it is neither)'])
+})
+
+t.test('a variable\'s name and value are shown escaped: a newline forges no line, an escape drives no terminal', async (t) => {
+  const seen = []
+  const listener = (w) => { if (w.code === 'IO_HYGIENE_UNKNOWN_ENV') seen.push(w.message) }
+  process.on('warning', listener)
+  t.teardown(() => process.removeListener('warning', listener))
+  optionsFromEnv(modules, { 'IO_HYGIENE_SOMETHING_ELSE\u001b[2J\n(node:1) forged': '1' })
+  await new Promise(setImmediate)
+  t.match(seen, [/^IO_HYGIENE_SOMETHING_ELSE\\u001b\[2J\\u000a\(node:1\) forged is not a variable/], 'the warning')
+  t.throws(() => optionsFromEnv(modules, { 'IO_HYGIENE_DNS_MAX_TTL\n': '5' }), { message: /^unknown environment variable IO_HYGIENE_DNS_MAX_TTL\\u000a \(did you mean/ }, 'a near miss')
+  t.throws(() => optionsFromEnv(modules, { IO_HYGIENE_DNS_MAX_TTL_MS: '5\u202e\u2028' }), { message: /got "5\\u202e\\u2028"$/ }, 'a refused value')
 })
 
 t.test('a misspelt or invalid variable fails start-up, naming it', async (t) => {

@@ -379,3 +379,22 @@ t.test('otel: true from a second install() reaches a monitor that had no metrics
   install({ dns: false, http: false, monitor: { ...QUIET, otel: true } })
   t.equal(handle.options.monitor.otel, true)
 })
+
+t.test('a second install() that attaches a meter takes its otelHistograms with it: the histograms once, through the producer', async (t) => {
+  const { install, uninstall, createOtelProducer } = require('..')
+  t.teardown(() => uninstall())
+  const handle = install({ dns: false, http: false, monitor: QUIET })
+  const { meterProvider, scrape } = await scraped(t, [], [createOtelProducer()])
+  const warnings = []
+  const listener = (w) => warnings.push(w.message)
+  process.on('warning', listener)
+  t.teardown(() => process.removeListener('warning', listener))
+  install({ dns: false, http: false, monitor: { ...QUIET, meterProvider, otelHistograms: false } })
+  await new Promise(setImmediate)
+  t.same(warnings, [], 'nothing ignored')
+  t.equal(handle.options.monitor.otelHistograms, false)
+  histogram('batch.queue_wait', { batcher: 'attached-producer' }).record(1)
+  handle.monitor.sample()
+  const text = await scrape()
+  t.equal(text.match(/^# TYPE io_hygiene_batch_queue_wait_duration histogram$/gm)?.length, 1, 'once: the monitor recorded none through the meter')
+})

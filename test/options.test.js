@@ -54,6 +54,37 @@ t.test('a typo among many options names the one meant, not the whole list', asyn
   t.throws(() => resolve('createMonitor()', spec, { cooldown: 1 }), { message: /did you mean "cooldownMs"\?$/ })
 })
 
+t.test('an unknown option\'s name is shown escaped and short, never raw', async (t) => {
+  const spec = { aMs: { default: 5, check: integer() } }
+  const err = (input) => {
+    try {
+      resolve('f()', spec, input)
+    } catch (e) {
+      t.equal(e.code, 'ERR_IO_HYGIENE_UNKNOWN_OPTION')
+      return e.message
+    }
+    t.fail('no error')
+  }
+  // A key from a config file can forge a log line or drive a terminal.
+  const forged = err({ 'x\n[error] forged line\u001b[2J\u202e': 1 })
+  // eslint-disable-next-line no-control-regex -- matching them is the point
+  t.notMatch(forged, /[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/, 'no control or bidirectional character')
+  t.match(forged, 'unknown option "x\\u000a[error] forged line\\u001b[2J\\u202e"', 'escaped, as printable() does')
+  t.match(err({ 'aMs\n': 1 }), /unknown option "aMs\\u000a"; did you mean "aMs"\?$/, 'in the did-you-mean form too')
+  const long = err({ ['k'.repeat(1_000_000)]: 1 })
+  t.ok(long.length < 300, `a key of a million characters is cut (${long.length} characters)`)
+  t.match(long, /unknown option "k{40}…" \(1000000 characters\)/)
+})
+
+t.test('a refused string value is shown escaped and short, never raw', async (t) => {
+  const check = oneOf('a', 'b')
+  t.throws(() => check('f()', 'o', 'c\n[error] forged\u001b[2J\u202e\u2028'), { message: 'f(): option "o" must be one of "a", "b", got "c\\n[error] forged\\u001b[2J\\u202e\\u2028"' })
+  let message = ''
+  try { check('f()', 'o', 'v'.repeat(1_000_000)) } catch (e) { message = e.message }
+  t.ok(message.length < 300, `a value of a million characters is cut (${message.length} characters)`)
+  t.match(message, /got "v{100}…" \(1000000 characters\)$/)
+})
+
 t.test('resolve reads own properties only: an inherited option is never used', async (t) => {
   const spec = { aMs: { default: 5, check: integer() } }
   t.same(resolve('f()', spec, Object.create({ aMs: 7 })), { aMs: 5 })
@@ -69,6 +100,36 @@ t.test('every module ignores options inherited from Object.prototype (a child pr
   t.same(out.inherited, Object.fromEntries(Object.keys(SPECS).map((name) => [name, 'ignored'])))
   t.not(out.lookup, '10.66.0.1', 'the polluted servers were not used')
   t.equal(out.asked, 0, 'nothing was asked of them')
+})
+
+t.test('install() takes no module\'s setting from Object.prototype, with or without variables (a child process, polluted)', async (t) => {
+  const fixture = path.join(__dirname, 'fixtures', 'install-polluted-modules.js')
+  const run = (env) => new Promise((resolve, reject) => {
+    execFile(process.execPath, [fixture], { timeout: 60_000, env: { PATH: process.env.PATH, ...env } }, (err, stdout, stderr) => err ? reject(Object.assign(err, { stderr })) : resolve(JSON.parse(stdout)))
+  })
+  t.same(await run({}), { on: { dns: true, http: true, monitor: false }, kafkajs: true, maxTtlMs: 300_000, prototypeKept: true },
+    'the defaults, as if Object.prototype were clean')
+  t.same(await run({ IO_HYGIENE_DNS_MAX_TTL_MS: '5000' }), { on: { dns: true, http: true, monitor: false }, kafkajs: true, maxTtlMs: 5000, prototypeKept: true },
+    'the variable applies, and nothing is written to Object.prototype')
+})
+
+t.test('errors.md\'s misspelt-option example prints what its comments say', async (t) => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const page = fs.readFileSync(path.join(__dirname, '..', 'docs', 'errors.md'), 'utf8')
+  const code = /```js\n([\s\S]*?)\n```/.exec(page)[1]
+  const expected = [...code.matchAll(/console\.log\(.*\) \/\/ (.*)$/gm)].map((m) => m[1])
+  t.equal(expected.length, 3, 'three lines of output, each in a comment')
+  // As a reader runs it: io-hygiene installed in a project of their own.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-errors-md-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.mkdirSync(path.join(dir, 'node_modules'))
+  fs.symlinkSync(path.join(__dirname, '..'), path.join(dir, 'node_modules', 'io-hygiene'), 'dir')
+  fs.writeFileSync(path.join(dir, 'example.js'), code + '\n')
+  const stdout = await new Promise((resolve, reject) => {
+    execFile(process.execPath, ['example.js'], { cwd: dir, timeout: 60_000 }, (err, stdout) => err ? reject(err) : resolve(stdout))
+  })
+  t.same(stdout.trim().split('\n'), expected)
 })
 
 t.test('timerMs: the one duration validator, at most 2^31-1 ms', async (t) => {

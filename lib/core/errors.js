@@ -35,8 +35,8 @@ function createError (code, message, Base = Error, { showCause = false } = {}) {
 const ERR_IO_HYGIENE_UNKNOWN_OPTION = createError(
   'ERR_IO_HYGIENE_UNKNOWN_OPTION',
   (where, key, known, suggestion = null) => suggestion !== null
-    ? `${where}: unknown option "${key}"; did you mean "${suggestion}"?`
-    : `${where}: unknown option "${key}" (known options: ${known.join(', ')})`,
+    ? `${where}: unknown option "${optionName(key)}; did you mean "${suggestion}"?`
+    : `${where}: unknown option "${optionName(key)} (known options: ${known.join(', ')})`,
   TypeError
 )
 const ERR_IO_HYGIENE_INVALID_OPTION = createError(
@@ -62,12 +62,12 @@ const ERR_IO_HYGIENE_INVALID_ARGUMENT = createError(
 )
 const ERR_IO_HYGIENE_INVALID_ENV = createError(
   'ERR_IO_HYGIENE_INVALID_ENV',
-  (name, expected, value) => `environment variable ${name} must be ${expected}, got ${JSON.stringify(value)}`,
+  (name, expected, value) => `environment variable ${printable(name)} must be ${expected}, got ${printable(JSON.stringify(value))}`,
   TypeError
 )
 const ERR_IO_HYGIENE_UNKNOWN_ENV = createError(
   'ERR_IO_HYGIENE_UNKNOWN_ENV',
-  (name, closest) => `unknown environment variable ${name} (did you mean ${closest}? install() reads IO_HYGIENE_<MODULE> and IO_HYGIENE_<MODULE>_<OPTION>, the option's name in upper snake case)`,
+  (name, closest) => `unknown environment variable ${printable(name)} (did you mean ${closest}? install() reads IO_HYGIENE_<MODULE> and IO_HYGIENE_<MODULE>_<OPTION>, the option's name in upper snake case)`,
   TypeError
 )
 const ERR_IO_HYGIENE_QUEUE_FULL = createError(
@@ -115,7 +115,7 @@ const ERR_IO_HYGIENE_INVALID_RESULT = createError(
 )
 const ERR_IO_HYGIENE_INVALID_CONDITION = createError(
   'ERR_IO_HYGIENE_INVALID_CONDITION',
-  (where, condition, detail) => `${where}: condition ${typeof condition === 'string' ? JSON.stringify(condition) : describe(condition)}: ${detail}`,
+  (where, condition, detail) => `${where}: condition ${describe(condition)}: ${detail}`,
   TypeError
 )
 const ERR_IO_HYGIENE_MISSING_PEER = createError(
@@ -161,14 +161,22 @@ function redactUrl (url) {
   return `${u.protocol}//${redacted}${u.host}${u.pathname}${query}`
 }
 
+// An option's name as the caller wrote it (from a config file, say), closing
+// quote included: escaped, and cut when it is too long to be a typo.
+function optionName (key) {
+  return key.length <= 80 ? `${printable(key)}"` : `${printable(key.slice(0, 40))}…" (${key.length} characters)`
+}
+
 function describe (value) {
-  if (typeof value === 'string') return JSON.stringify(value)
+  if (typeof value === 'string') {
+    return value.length <= 200 ? printable(JSON.stringify(value)) : `${printable(JSON.stringify(value.slice(0, 100)).slice(0, -1))}…" (${value.length} characters)`
+  }
   if (typeof value === 'bigint') return `${value}n`
   if (value === null || typeof value !== 'object') return String(value)
   if (!Array.isArray(value)) return 'an object'
   // A short array of strings and numbers is shown: the bad entry is in it.
   const shown = value.every((v) => typeof v === 'string' || typeof v === 'number') ? JSON.stringify(value) : ''
-  return shown !== '' && shown.length <= 80 ? shown : 'an array'
+  return shown !== '' && shown.length <= 80 ? printable(shown) : 'an array'
 }
 
 module.exports = {

@@ -185,6 +185,9 @@ class Monitor {
     if (!o.otel && o.meter === null && o.meterProvider === null) {
       for (const key of ['meter', 'meterProvider']) if (asked[key] !== null) take[key] = asked[key]
       if (asked.otel) take.otel = true
+      // What goes through the meter comes with it (otelHistograms: false when
+      // the reader takes the histograms from createOtelProducer()).
+      if (take.meter !== undefined || take.meterProvider !== undefined || take.otel) take.otelHistograms = asked.otelHistograms
     }
     if (Object.keys(take).length === 0) return o
     const added = {
@@ -195,7 +198,7 @@ class Monitor {
       loggerProvider: null,
       statsd: null,
       ...take,
-      otelHistograms: o.otelHistograms,
+      otelHistograms: take.otelHistograms ?? o.otelHistograms,
       statsdPrefix: take.statsdPrefix ?? o.statsdPrefix,
     }
     this.#outputs(added)
