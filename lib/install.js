@@ -119,8 +119,8 @@ function installFrom (options, origin, how = { preloaded: false }) {
   const resolved = validate(options, fromEnv())
   const current = globalThis[kState]
   if (current) {
-    attach(current, resolved)
-    const ignored = differences(current.resolved, resolved)
+    const refused = attach(current, resolved)
+    const ignored = [...refused, ...differences(current.resolved, resolved)]
     if (ignored.length > 0) warnIgnored(current.origin, ignored)
     return current.handle
   }
@@ -150,21 +150,34 @@ function installFrom (options, origin, how = { preloaded: false }) {
 
 // What the running modules can still take from a second install()'s options;
 // what they took is then in use, and no longer reported as ignored.
+// An output the running module cannot take (a registry another monitor holds,
+// a provider that throws) is reported with the ignored options, by its error
+// code only: a second install() never throws for what it could not add.
 function attach (current, resolved) {
   let changed = false
+  const refused = []
   const now = { ...current.resolved }
   for (const mod of modules) {
     const value = current.handle[mod.name]
     if (mod.attach === undefined || !value || !resolved[mod.name]) continue
-    const inUse = mod.attach(value, resolved[mod.name])
+    let inUse
+    try {
+      inUse = mod.attach(value, resolved[mod.name])
+    } catch (err) {
+      const code = typeof err?.code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(err.code) ? err.code : 'an error'
+      refused.push(`${mod.name} outputs (not attached: ${code})`)
+      continue
+    }
     if (inUse !== now[mod.name]) {
       now[mod.name] = inUse
       changed = true
     }
   }
-  if (!changed) return
-  current.resolved = Object.freeze(now)
-  current.handle.options = current.resolved
+  if (changed) {
+    current.resolved = Object.freeze(now)
+    current.handle.options = current.resolved
+  }
+  return refused
 }
 
 // Returns true when every patch was restored to the original; false when some
@@ -201,6 +214,9 @@ function differences (a, b) {
       const u = x[k]
       const v = y[k]
       if (u === v) continue
+      // An output the caller left unset is not a wish for none: one an
+      // earlier call attached stays without a word.
+      if (v === null && ATTACHABLE.has(`${key}.${k}`)) continue
       if (sameList(u, v)) continue
       out.push(`${key}.${k} (asked ${show(v)}, in use ${show(u)})`)
     }
@@ -237,6 +253,7 @@ function show (value) {
 }
 
 const ALREADY_INSTALLED = 'IO_HYGIENE_ALREADY_INSTALLED'
+const ATTACHABLE = new Set(['monitor.registry', 'monitor.statsd', 'monitor.logger', 'monitor.loggerProvider', 'monitor.meterProvider', 'monitor.meter'])
 const warned = new Set()
 
 function warnIgnored (origin, ignored) {

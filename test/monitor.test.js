@@ -667,18 +667,46 @@ t.test('a second install({ monitor }) attaches a StatsD client and a logger in p
   t.equal(handle.options.monitor.statsdPrefix, 'app.')
 })
 
-t.test('a refused output undoes the ones attached before it, and nothing is attached', async (t) => {
+t.test('a refused output undoes the ones attached before it; the second install() warns by code, never throws', async (t) => {
   t.teardown(() => uninstall())
   const handle = install({ dns: false, http: false, monitor: QUIET })
   const registry = new Registry()
   const { MeterProvider } = require('@opentelemetry/sdk-metrics')
   const meterProvider = new MeterProvider()
-  const loggerProvider = { getLogger () { throw new Error('no logger') } }
-  t.throws(() => install({ dns: false, http: false, monitor: { ...QUIET, registry, meterProvider, loggerProvider } }), { message: 'no logger' })
+  const loggerProvider = { getLogger () { throw new Error('no logger secret=abc') } }
+  const warnings = []
+  const listener = (w) => warnings.push(w)
+  process.on('warning', listener)
+  t.teardown(() => process.removeListener('warning', listener))
+  t.equal(install({ dns: false, http: false, monitor: { ...QUIET, registry, meterProvider, loggerProvider } }), handle)
+  await new Promise(setImmediate)
   t.equal(registry.getMetricsAsArray().length, 0, 'the registry holds none of its metrics')
   t.equal(handle.options.monitor.registry, null, 'nothing attached')
   t.equal(handle.options.monitor.meterProvider, null)
+  t.equal(warnings.length, 1)
+  t.match(warnings[0], { code: 'IO_HYGIENE_ALREADY_INSTALLED', message: /ignored: monitor outputs \(not attached: an error\)/ })
+  t.notMatch(warnings[0].message, /secret/, 'the output\'s own message is not shown')
+  // A registry another monitor holds: its code, not a throw.
+  const held = new Registry()
+  const other = createMonitor({ ...QUIET, registry: held })
+  t.teardown(() => other.close())
+  t.equal(install({ dns: false, http: false, monitor: { ...QUIET, registry: held } }), handle)
+  await new Promise(setImmediate)
+  t.match(warnings[1], { message: /not attached: ERR_IO_HYGIENE_ALREADY_REGISTERED/ })
   await meterProvider.shutdown()
+})
+
+t.test('a plain install() after an attach says nothing of the outputs it left unset', async (t) => {
+  t.teardown(() => uninstall())
+  install({ dns: false, http: false, monitor: QUIET })
+  install({ dns: false, http: false, monitor: { ...QUIET, registry: new Registry(), logger: { warn () {} } } })
+  const warnings = []
+  const listener = (w) => warnings.push(w)
+  process.on('warning', listener)
+  t.teardown(() => process.removeListener('warning', listener))
+  install({ dns: false, http: false, monitor: QUIET })
+  await new Promise(setImmediate)
+  t.same(warnings, [], 'nothing asked differs')
 })
 
 t.test('an alert\'s fix depends on how io-hygiene was loaded', async (t) => {
