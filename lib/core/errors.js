@@ -60,7 +60,7 @@ const ERR_IO_HYGIENE_INVALID_ARGUMENT = createError(
 )
 const ERR_IO_HYGIENE_INVALID_ENV = createError(
   'ERR_IO_HYGIENE_INVALID_ENV',
-  (name, expected, value) => `environment variable ${name} must be ${expected}, got ${JSON.stringify(value)}`,
+  (name, expected, value) => `environment variable ${name} must be ${expected}, got ${printable(JSON.stringify(value))}`,
   TypeError
 )
 const ERR_IO_HYGIENE_UNKNOWN_ENV = createError(
@@ -113,7 +113,7 @@ const ERR_IO_HYGIENE_INVALID_RESULT = createError(
 )
 const ERR_IO_HYGIENE_INVALID_CONDITION = createError(
   'ERR_IO_HYGIENE_INVALID_CONDITION',
-  (where, condition, detail) => `${where}: condition ${typeof condition === 'string' ? JSON.stringify(condition) : describe(condition)}: ${detail}`,
+  (where, condition, detail) => `${where}: condition ${describe(condition)}: ${detail}`,
   TypeError
 )
 const ERR_IO_HYGIENE_MISSING_PEER = createError(
@@ -159,14 +159,25 @@ function redactUrl (url) {
   return `${u.protocol}//${redacted}${u.host}${u.pathname}${query}`
 }
 
+// What a message says in place of a value it must not show (a header that
+// may carry a token, a URL that may carry a key): withheld('a URL with
+// credentials') reads "got a URL with credentials".
+class Withheld {
+  constructor (description) {
+    this.description = description
+  }
+}
+const withheld = (description) => new Withheld(description)
+
 function describe (value) {
-  if (typeof value === 'string') return JSON.stringify(value)
+  if (value instanceof Withheld) return value.description
+  if (typeof value === 'string') return printable(JSON.stringify(value))
   if (typeof value === 'bigint') return `${value}n`
   if (value === null || typeof value !== 'object') return String(value)
   if (!Array.isArray(value)) return 'an object'
   // A short array of strings and numbers is shown: the bad entry is in it.
   const shown = value.every((v) => typeof v === 'string' || typeof v === 'number') ? JSON.stringify(value) : ''
-  return shown !== '' && shown.length <= 80 ? shown : 'an array'
+  return shown !== '' && shown.length <= 80 ? printable(shown) : 'an array'
 }
 
 module.exports = {
@@ -174,6 +185,7 @@ module.exports = {
   createError,
   printable,
   redactUrl,
+  withheld,
   ERR_IO_HYGIENE_UNKNOWN_OPTION,
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_OPTION_RANGE,
