@@ -1,5 +1,7 @@
 'use strict'
 
+const { dateNow } = require('../core/timers')
+
 // Request and response headers in every form undici accepts.
 
 // How undici's request reads `headers`: an array is always the flat form
@@ -57,7 +59,7 @@ function headerList (headers) {
 
 // Retry-After in ms, from delay-seconds or an HTTP-date (a date past is 0);
 // null when absent or invalid. Headers may come as arrays: the first counts.
-function parseRetryAfter (value, now = Date.now()) {
+function parseRetryAfter (value, now = dateNow()) {
   if (Array.isArray(value)) value = value[0]
   if (typeof value !== 'string') return null
   value = value.trim()

@@ -5,6 +5,8 @@ const { channels } = require('../core/diagnostics')
 const { isReplayable, isIterable, readBody } = require('./replayable-body')
 const { headerValue, headerList, parseRetryAfter } = require('./headers')
 const { ConnectionQueue } = require('./connection-queue')
+// Real time, whatever fake timers a test installs (lib/core/timers.js).
+const { setTimeout, clearTimeout, now: clock } = require('../core/timers')
 
 // The retries that are always safe, after Go's net/http
 // (Transport.shouldRetryRequest) and RFC 9110 section 9.2.2:
@@ -33,7 +35,7 @@ function createRetryInterceptor (cfg, stats, originOf) {
     if (opts.upgrade || opts.method === 'CONNECT') return dispatch(opts, handler)
     const origin = originOf(opts.origin)
     // The one clock read of a dispatch: the budget's and the request's start.
-    const now = performance.now()
+    const now = clock()
     origin.budget.request(now)
     return new SafeRequest(dispatch, opts, handler, cfg, stats, origin, queue, now).start()
   }
@@ -139,7 +141,7 @@ class SafeRequest {
   }
 
   // `now`: the dispatch's own clock read for a first try; a retry reads anew.
-  #send (now = performance.now()) {
+  #send (now = clock()) {
     this.attempt = null
     this.conn = null
     this.#socket = null
@@ -228,7 +230,7 @@ class SafeRequest {
   // the latency histogram adds no clock read of its own.
   #attemptEnded () {
     const s = this.#socket
-    if (s === null) return performance.now()
+    if (s === null) return clock()
     this.#socket = null
     return this.#origin.sockets.ended(s)
   }
@@ -257,7 +259,7 @@ class SafeRequest {
 
   #mayRetry (reason, safe) {
     if (!safe || !this.#replayable || this.#retries >= this.#cfg.maxRetries) return false
-    if (this.#origin.budget.tryRetry(performance.now())) return true
+    if (this.#origin.budget.tryRetry(clock())) return true
     this.#stats.budgetRefusals++
     if (channels.httpBudget.hasSubscribers) {
       channels.httpBudget.publish({ origin: this.#origin.key, method: this.#opts.method, path: this.#opts.path, reason })
@@ -347,7 +349,7 @@ class SafeRequest {
     }
   }
 
-  #fail (err, now = performance.now()) {
+  #fail (err, now = clock()) {
     if (this.#done) return // a body read that failed after the deadline
     this.#error = err
     this.#finish()
