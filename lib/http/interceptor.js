@@ -27,8 +27,12 @@ const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOS
 const SOCKET_ERRORS = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
 const TIMEOUT_KINDS = { UND_ERR_CONNECT_TIMEOUT: 'connect', UND_ERR_HEADERS_TIMEOUT: 'headers', UND_ERR_BODY_TIMEOUT: 'body' }
 
-function createRetryInterceptor (cfg, stats, originOf) {
-  const queue = new ConnectionQueue(cfg.headersTimeoutMs)
+// `tracked`: on our own Agent, whose pools say which socket each attempt is
+// written on (agent.js); false on an application's dispatcher, whose sockets
+// we cannot see.
+function createRetryInterceptor (cfg, stats, originOf, tracked) {
+  // A connection cap is ours only on our own Agent: so is the wait for one.
+  const queue = tracked ? new ConnectionQueue(cfg.headersTimeoutMs) : null
   return (dispatch) => function dispatchSafely (opts, handler) {
     stats.requests++
     // An upgrade or CONNECT is never retried, and owns its socket after.
@@ -146,8 +150,10 @@ class SafeRequest {
     this.conn = null
     this.#socket = null
     this.#written = null
-    this.#queue.delete(this) // a retry waits again, from now
-    this.#queue.add(this, now)
+    if (this.#queue !== null) {
+      this.#queue.delete(this) // a retry waits again, from now
+      this.#queue.add(this, now)
+    }
     return this.#dispatch(this.#opts, this)
   }
 
@@ -168,14 +174,16 @@ class SafeRequest {
       return
     }
     this.attempt = controller
-    this.#queue.delete(this)
-    // Our pool's client took this attempt and is writing it on its socket.
-    const s = this.conn.state
-    this.#socket = s
-    this.#written = s
-    this.#bytesWritten = s.socket.bytesWritten
-    this.#bytesRead = s.socket.bytesRead
-    this.#idleMs = this.#origin.sockets.started(s)
+    if (this.#queue !== null) {
+      this.#queue.delete(this)
+      // Our pool's client took this attempt and is writing it on its socket.
+      const s = this.conn.state
+      this.#socket = s
+      this.#written = s
+      this.#bytesWritten = s.socket.bytesWritten
+      this.#bytesRead = s.socket.bytesRead
+      this.#idleMs = this.#origin.sockets.started(s)
+    }
     if (!this.#startedCaller) {
       this.#startedCaller = true
       this.#handler.onRequestStart?.(this.#controller, context)
@@ -187,7 +195,7 @@ class SafeRequest {
   }
 
   onResponseStart (controller, statusCode, headers, statusMessage) {
-    if (headers.connection === 'close') this.#socket.closing = true
+    if (headers.connection === 'close' && this.#socket !== null) this.#socket.closing = true
     if (!this.#responded && RETRY_STATUS.has(statusCode)) {
       const delayMs = this.#statusRetryDelay(headers['retry-after'])
       if (delayMs !== null && this.#mayRetry('status', IDEMPOTENT.has(this.#opts.method))) {
@@ -246,13 +254,22 @@ class SafeRequest {
       }
       return null
     }
+    if (!SOCKET_ERRORS.has(code)) return null
+    const keyed = () => headerValue(this.#opts.headers, 'idempotency-key') !== undefined
+    if (this.#queue === null) {
+      // An application's dispatcher: which socket failed, and whether it
+      // was reused or took any byte, is unknown. A socket error before any
+      // response byte is retried only where any retry is safe, as undici's
+      // RetryAgent does.
+      if (!this.#mayRetry('staleSocket', idempotent || keyed())) return null
+      return { reason: 'staleSocket', delayMs: 0, error: err }
+    }
     const s = this.#written
-    if (!SOCKET_ERRORS.has(code) || s === null || this.#idleMs < 0 || s.socket.bytesRead !== this.#bytesRead) return null
+    if (s === null || this.#idleMs < 0 || s.socket.bytesRead !== this.#bytesRead) return null
     // A reused socket failed before any response byte: the server closed it
     // as we wrote. Learn its idle close even when we may not retry.
     this.#origin.sockets.learn(this.#idleMs)
-    const safe = idempotent || s.socket.bytesWritten === this.#bytesWritten ||
-      headerValue(this.#opts.headers, 'idempotency-key') !== undefined
+    const safe = idempotent || s.socket.bytesWritten === this.#bytesWritten || keyed()
     if (!this.#mayRetry('staleSocket', safe)) return null
     return { reason: 'staleSocket', delayMs: 0, error: err }
   }
@@ -284,7 +301,7 @@ class SafeRequest {
 
   #retry ({ reason, delayMs, statusCode, error }) {
     this.#retryAfterBody = null
-    this.#queue.delete(this) // not waiting for a connection while it backs off
+    this.#queue?.delete(this) // not waiting for a connection while it backs off
     this.#retries++
     this.#stats.retries[reason]++
     if (channels.httpRetry.hasSubscribers) {
@@ -338,7 +355,7 @@ class SafeRequest {
 
   #finish () {
     this.#done = true
-    this.#queue.delete(this)
+    this.#queue?.delete(this)
     if (this.#timer !== null) {
       clearTimeout(this.#timer)
       this.#timer = null
