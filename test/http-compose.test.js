@@ -102,6 +102,13 @@ t.test('undici\'s default Agent is replaced by ours; an Agent with anything of t
     'a listener': () => new undici.Agent().on('connect', () => {}),
     'a subclass': () => new (class MyAgent extends undici.Agent {})(),
     'an object with dispatch()': () => ({ dispatch: (opts, handler) => original.dispatch(opts, handler) }),
+    'a class named Agent that needs its options': () => new (class Agent {
+      constructor (options) {
+        this.inner = options.inner
+      }
+
+      dispatch (opts, handler) { return this.inner.dispatch(opts, handler) }
+    })({ inner: original }),
   }
   for (const [kind, make] of Object.entries(kinds)) {
     const theirs = make()
@@ -112,6 +119,14 @@ t.test('undici\'s default Agent is replaced by ours; an Agent with anything of t
     t.equal(ioHygiene.uninstall(), true)
     t.equal(undici.getGlobalDispatcher(), theirs, `${kind}: put back`)
   }
+})
+
+t.test('a dispatcher of undici 6 alone, in the slot Node 22\'s fetch reads, is left in place and said so', async (t) => {
+  const fixture = path.join(__dirname, 'fixtures', 'http-legacy-slot.js')
+  const out = await new Promise((resolve, reject) => {
+    execFile(process.execPath, [fixture], { env: withWarnings() }, (err, stdout, stderr) => err ? reject(new Error(stderr)) : resolve(JSON.parse(stdout)))
+  })
+  t.same(out, { dispatcher: null, global: false, composed: false, restored: false, theirsStays: true, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'] })
 })
 
 t.test('on an application\'s dispatcher a socket error before any response is retried for an idempotent request only', async (t) => {

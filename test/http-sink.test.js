@@ -454,6 +454,7 @@ t.test('a refused option never shows its value: a URL\'s password or key, a head
     { url: 'ftp://user:hunter2@localhost/?api_key=sk_live_123' },
     { url: 'http://localhost/', headers: { authorization: 'Bearer tok3n\n' } },
     { url: 'http://localhost/', headers: { authorization: ['Bearer tok3n'] } },
+    { url: 'http://localhost/', headers: { authorization: null } },
     { url: 'http://localhost/', headers: { 'bad name': 'Bearer tok3n' } },
     { url: 'http://localhost/', headers: new Map([['authorization', 'Bearer tok3n']]) },
   ]

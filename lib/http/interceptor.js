@@ -265,7 +265,7 @@ class SafeRequest {
       return { reason: 'staleSocket', delayMs: 0, error: err }
     }
     const s = this.#written
-    if (s === null || this.#idleMs < 0 || s.socket.bytesRead !== this.#bytesRead) return null
+    if (this.#idleMs < 0 || s.socket.bytesRead !== this.#bytesRead) return null
     // A reused socket failed before any response byte: the server closed it
     // as we wrote. Learn its idle close even when we may not retry.
     this.#origin.sockets.learn(this.#idleMs)
