@@ -418,7 +418,7 @@ t.test('every option is validated with a coded error', async (t) => {
     [undefined, 'ERR_IO_HYGIENE_INVALID_OPTION', /"url"/],
     [{}, 'ERR_IO_HYGIENE_INVALID_OPTION', /"url"/],
     [{ url, maxTTL: 1 }, 'ERR_IO_HYGIENE_UNKNOWN_OPTION'],
-    [{ url: 'ftp://x/' }, 'ERR_IO_HYGIENE_INVALID_OPTION', /got "ftp:\/\/x\/"/],
+    [{ url: 'ftp://x/' }, 'ERR_IO_HYGIENE_INVALID_OPTION', /got a URL of scheme ftp:$/],
     [{ url: 'not a url' }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url: 5 }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, format: 'xml' }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
@@ -427,8 +427,8 @@ t.test('every option is validated with a coded error', async (t) => {
     [{ url, headers: 'x' }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, headers: [] }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, headers: new Headers({ authorization: 'x' }) }, 'ERR_IO_HYGIENE_INVALID_OPTION', /a plain object/],
-    [{ url: 'http://user:secret@localhost/' }, 'ERR_IO_HYGIENE_INVALID_OPTION', /without credentials.*got "http:\/\/<redacted>@localhost\/"$/],
-    [{ url, headers: { 'bad name': 'x' } }, 'ERR_IO_HYGIENE_INVALID_OPTION', /headers\["bad name"\]/],
+    [{ url: 'http://user:secret@localhost/' }, 'ERR_IO_HYGIENE_INVALID_OPTION', /without credentials.*got a URL with credentials$/],
+    [{ url, headers: { 'bad name': 'x' } }, 'ERR_IO_HYGIENE_INVALID_OPTION', /"headers" must be an object whose keys are valid header names/],
     [{ url, headers: { 'Content-Length': '5' } }, 'ERR_IO_HYGIENE_INVALID_OPTION', /the sink sets those/],
     [{ url, headers: { 'x-a': 5 } }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
     [{ url, headers: { 'x-a': 'a\r\nb' } }, 'ERR_IO_HYGIENE_INVALID_OPTION'],
@@ -443,6 +443,24 @@ t.test('every option is validated with a coded error', async (t) => {
   ]
   for (const [options, code, message] of bad) {
     t.throws(() => createHttpSink(options), { code, message: message ?? /./ }, JSON.stringify(options) ?? 'no options')
+  }
+})
+
+t.test('a refused option never shows its value: a URL\'s password or key, a header\'s token', async (t) => {
+  const secrets = ['hunter2', 'sk_live_123', 'Bearer tok3n', 'bad name']
+  const refused = [
+    { url: 'http://user:hunter2@localhost/?api_key=sk_live_123' },
+    { url: 'ht tp://user:hunter2@localhost/?api_key=sk_live_123' },
+    { url: 'ftp://user:hunter2@localhost/?api_key=sk_live_123' },
+    { url: 'http://localhost/', headers: { authorization: 'Bearer tok3n\n' } },
+    { url: 'http://localhost/', headers: { authorization: ['Bearer tok3n'] } },
+    { url: 'http://localhost/', headers: { authorization: null } },
+    { url: 'http://localhost/', headers: { 'bad name': 'Bearer tok3n' } },
+    { url: 'http://localhost/', headers: new Map([['authorization', 'Bearer tok3n']]) },
+  ]
+  for (const options of refused) {
+    const err = t.throws(() => createHttpSink(options), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
+    for (const secret of secrets) t.notOk(err.message.includes(secret), `${err.message} hides ${secret}`)
   }
 })
 

@@ -161,3 +161,10 @@ t.test('monitor conditions read own properties only, and bound cooldownMs as a t
   t.match(parseCondition(inherited, { cooldownMs: 7 }), { cooldownMs: 7, name: 'requests > 1', for: 1 })
   t.throws(() => parseCondition({ when: 'requests > 1', cooldownMs: 2 ** 31 }, { cooldownMs: 7 }), { code: 'ERR_IO_HYGIENE_INVALID_CONDITION' })
 })
+
+t.test('a refused string is shown escaped: no newline, escape or bidirectional override reaches a log', async (t) => {
+  const shown = (check, value) => t.throws(() => check('where', 'key', value)).message
+  t.match(shown(oneOf('a'), 'x\u202ey\nz'), 'got "x\\u202ey\\nz"')
+  t.match(shown(oneOf('a'), 'x\u001b[31m'), 'got "x\\u001b[31m"')
+  t.match(shown(stringArray(), ['x\u2066y', '']), 'got ["x\\u2066y",""]')
+})

@@ -380,17 +380,23 @@ export interface HttpOptions {
 export interface HttpStats {
   requests: number
   retries: { staleSocket: number; connect: number; status: number }
-  timeouts: { connect: number; headers: number; body: number; queue: number; deadline: number }
-  connectionsOpened: number
+  /** `queue` is null when `composed`: the application's dispatcher has its own pools. */
+  timeouts: { connect: number; headers: number; body: number; queue: number | null; deadline: number }
+  /** null when `composed`: the application's dispatcher's sockets are not io-hygiene's to count. */
+  connectionsOpened: number | null
   budgetRefusals: number
-  idleClosesLearned: number
-  socketsRetired: number
+  /** null when `composed`. */
+  idleClosesLearned: number | null
+  /** null when `composed`. */
+  socketsRetired: number | null
+  /** Whether io-hygiene's retries are composed onto the application's own dispatcher (a ProxyAgent, an mTLS Agent) set before install(), instead of io-hygiene's own Agent. */
+  composed: boolean
   /** Whether io-hygiene's dispatcher is undici's global one (or will be made at first use); false after an IO_HYGIENE_HTTP_NOT_GLOBAL warning. */
   global: boolean
 }
 
 export interface HttpDispatcherHandle {
-  /** The global dispatcher install() set: an undici Agent with io-hygiene's interceptor; null when another dispatcher took undici's global slot first. */
+  /** The global dispatcher install() set: an undici Agent with io-hygiene's interceptor, or the application's own dispatcher with it composed on; null when another dispatcher took undici's global slot first. */
   readonly dispatcher: import('undici').Dispatcher | null
   stats(): HttpStats
 }

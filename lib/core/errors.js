@@ -167,7 +167,18 @@ function optionName (key) {
   return key.length <= 80 ? `${printable(key)}"` : `${printable(key.slice(0, 40))}…" (${key.length} characters)`
 }
 
+// What a message says in place of a value it must not show (a header that
+// may carry a token, a URL that may carry a key): withheld('a URL with
+// credentials') reads "got a URL with credentials".
+class Withheld {
+  constructor (description) {
+    this.description = description
+  }
+}
+const withheld = (description) => new Withheld(description)
+
 function describe (value) {
+  if (value instanceof Withheld) return value.description
   if (typeof value === 'string') {
     return value.length <= 200 ? printable(JSON.stringify(value)) : `${printable(JSON.stringify(value.slice(0, 100)).slice(0, -1))}…" (${value.length} characters)`
   }
@@ -184,6 +195,7 @@ module.exports = {
   createError,
   printable,
   redactUrl,
+  withheld,
   ERR_IO_HYGIENE_UNKNOWN_OPTION,
   ERR_IO_HYGIENE_INVALID_OPTION,
   ERR_IO_HYGIENE_OPTION_RANGE,

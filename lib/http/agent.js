@@ -1,6 +1,6 @@
 'use strict'
 
-const { Agent, Pool, Client } = require('./undici')
+const { Agent, Pool, Client, Dispatcher } = require('./undici')
 const { LRUCache } = require('lru-cache')
 const { OriginSockets } = require('./origin-sockets')
 const { RetryBudget } = require('./retry-budget')
@@ -11,15 +11,13 @@ const { histogram } = require('../metrics/registry')
 // like undici bounds nothing: the least recently used origin is forgotten.
 const MAX_ORIGINS = 1024
 
-// One undici Agent with the interceptors composed onto it. Its pools make
-// their clients through trackedClient(), which learns which socket each
-// attempt was written on: what the retry rules and the idle-close learning
-// need to know, and what undici's handler API does not say.
-function createAgent (cfg, stats) {
+// Per-origin state (retry budget, latency histograms and, on our own Agent,
+// the sockets), got through originOf(origin).
+function createOrigins (cfg, stats, trackSockets) {
   const origins = new LRUCache({ max: MAX_ORIGINS })
   let lastKey = null // most requests go where the one before went
   let lastState = null
-  const originOf = (origin) => {
+  return (origin) => {
     const key = typeof origin === 'string' ? origin : String(origin)
     if (key === lastKey) return lastState
     let state = origins.get(key)
@@ -27,7 +25,7 @@ function createAgent (cfg, stats) {
       state = {
         key,
         budget: new RetryBudget(cfg.retryBudgetPercent, cfg.retryBudgetMinPerSecond),
-        sockets: new OriginSockets(key, stats, cfg.learnIdleClose),
+        sockets: trackSockets ? new OriginSockets(key, stats, cfg.learnIdleClose) : null,
         // http.request histograms, got once per origin; the registry caps
         // the label sets, so many origins end up sharing "other".
         latency: {
@@ -42,6 +40,14 @@ function createAgent (cfg, stats) {
     lastState = state
     return state
   }
+}
+
+// One undici Agent with the interceptors composed onto it. Its pools make
+// their clients through trackedClient(), which learns which socket each
+// attempt was written on: what the retry rules and the idle-close learning
+// need to know, and what undici's handler API does not say.
+function createAgent (cfg, stats) {
+  const originOf = createOrigins(cfg, stats, true)
 
   const clientFactory = (sockets) => (origin, opts) => {
     const conn = { state: null, sockets }
@@ -74,8 +80,21 @@ function createAgent (cfg, stats) {
     allowH2: false,
     factory: (origin, opts) => new Pool(origin, { ...opts, factory: clientFactory(originOf(origin).sockets) }),
   })
-  const dispatcher = agent.compose(createRetryInterceptor(cfg, stats, originOf))
+  const dispatcher = agent.compose(createRetryInterceptor(cfg, stats, originOf, true))
   return { agent, dispatcher }
+}
+
+// The application's own dispatcher (a ProxyAgent, an mTLS Agent) with the
+// retry interceptor composed onto it, as undici's compose() does: its
+// sockets, pools, timeouts, proxy and TLS stay its own, and we cannot see
+// them, so neither the connection queue nor the idle-close learning applies.
+// close() and destroy() reach the application's dispatcher, as they would
+// without io-hygiene.
+function composeOn (theirs, cfg, stats) {
+  const interceptor = createRetryInterceptor(cfg, stats, createOrigins(cfg, stats, false), false)
+  // Theirs may come from another copy of undici: its own compose() knows its
+  // private origin field.
+  return typeof theirs.compose === 'function' ? theirs.compose(interceptor) : Dispatcher.prototype.compose.call(theirs, interceptor)
 }
 
 class TrackedClient extends Client {
@@ -99,4 +118,4 @@ class TrackedClient extends Client {
   }
 }
 
-module.exports = { createAgent }
+module.exports = { createAgent, composeOn }

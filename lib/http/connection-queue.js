@@ -1,5 +1,7 @@
 'use strict'
 
+const { setInterval, clearInterval, now: clock } = require('../core/timers')
+
 // Requests waiting for a connection. With a connection cap, a hung upstream
 // would otherwise hold the queue behind it for a headers timeout per wave of
 // requests: each request waits at most headersTimeoutMs for its connection,
@@ -30,7 +32,7 @@ class ConnectionQueue {
   }
 
   #sweep () {
-    const oldest = performance.now() - this.#limitMs
+    const oldest = clock() - this.#limitMs
     for (const request of this.#waiting) {
       if (request.waitingSince > oldest) break
       this.#waiting.delete(request)

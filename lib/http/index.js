@@ -1,6 +1,10 @@
 'use strict'
 
+const { isDeepStrictEqual } = require('node:util')
+
 const { integer, timerMs, boolean, nullable } = require('../core/options')
+// Read the real timers now, at install(), before a test fakes them.
+require('../core/timers')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('../core/errors')
 
@@ -42,8 +46,14 @@ function createStats () {
   }
 }
 
-function snapshot (stats) {
-  return { ...stats, retries: { ...stats.retries }, timeouts: { ...stats.timeouts } }
+// On an application's dispatcher, what only our own Agent's sockets could
+// count is unknown: null, not a zero that a dashboard would believe.
+function snapshot (stats, composed) {
+  const out = { ...stats, retries: { ...stats.retries }, timeouts: { ...stats.timeouts }, composed }
+  if (composed) {
+    out.connectionsOpened = out.idleClosesLearned = out.socketsRetired = out.timeouts.queue = null
+  }
+  return out
 }
 
 // undici's global-dispatcher slots, the newest first. Node 26's fetch
@@ -57,78 +67,118 @@ const kLegacy = Symbol.for('undici.globalDispatcher.1')
 const slots = [kCurrent, kLegacy]
 
 const NOT_GLOBAL = 'IO_HYGIENE_HTTP_NOT_GLOBAL'
+const READ_ONLY = 'its slot cannot be written (a frozen globalThis, say); undici keeps a dispatcher of its own'
 let warnedNotGlobal = false
 
-// Sets our Agent as the global dispatcher in every slot: a fresh Agent, never
-// one composed on the global one (undici #3973: composing on the global one
-// stacks interceptors on every install). Loading undici costs a service
-// milliseconds of its start, so when nothing has set a global dispatcher yet,
-// ours is made on first use: each slot holds a getter until someone reads
-// one (Node's fetch, undici's index as it loads, our handle).
-// Returns { value, undo }.
+// Sets our dispatcher as the global one in every slot. What it is depends on
+// what the slot held:
+// - nothing, or undici's default Agent (what undici puts in an empty slot,
+//   or `new Agent()`): our own Agent, with its bounded pools;
+// - the application's dispatcher (a ProxyAgent, an EnvHttpProxyAgent, an
+//   Agent with client certificates or options of its own): the retry
+//   interceptor composed onto it, so its proxy and TLS stay (never a
+//   composition on our own, undici #3973: that would stack interceptors);
+// - an application's dispatcher that speaks undici 6's handler API only
+//   (in the legacy slot alone): left in place, with a warning.
+// Loading undici costs a service milliseconds of its start, so when nothing
+// has set a global dispatcher yet, ours is made on first use: each slot holds
+// a getter until someone reads one (Node's fetch, undici's index as it
+// loads, our handle). Returns { value, undo }.
 function installHttp (resolved) {
   const stats = createStats()
-  let built = null // { agent, dispatcher, values: { [slot]: ours }, previous: { [slot]: theirs } }
+  // { agent, dispatcher, values: { [slot]: ours }, previous: { [slot]: theirs }, composed }
+  let built = null
   let lost = false // another dispatcher holds a slot: we could not take it
   const getters = new Map() // slot -> our lazy getter, while in place
+  // What each getter returns once ours is made. A getter that cannot be
+  // taken away (globalThis was frozen after install()) keeps serving it.
+  const serving = {}
   let undone = false // after uninstall(), not being global is no news
 
   const build = () => {
     const undici = require('./undici')
-    const { agent, dispatcher } = require('./agent').createAgent(resolved, stats)
-    const values = { [kCurrent]: dispatcher, [kLegacy]: new undici.Dispatcher1Wrapper(dispatcher) }
     // What uninstall() puts back. An empty slot gets what undici would have
     // put there, a default Agent: Node's fetch may have read ours already.
     let fallback = null
     const previous = {}
     for (const slot of slots) {
-      previous[slot] = globalThis[slot]
+      previous[slot] = getters.has(slot) ? undefined : globalThis[slot]
       if (previous[slot] !== undefined) continue
       fallback ??= new undici.Agent()
       previous[slot] = slot === kCurrent ? fallback : new undici.Dispatcher1Wrapper(fallback)
     }
-    built = { agent, dispatcher, values, previous }
+    const theirs = previous[kCurrent] === fallback ? null : previous[kCurrent]
+    let agent = null
+    let dispatcher
+    if (theirs !== null && !isDefaultAgent(theirs)) {
+      dispatcher = require('./agent').composeOn(theirs, resolved, stats)
+    } else if (fallback !== null && previous[kLegacy] !== undefined && !isDefaultAgent(previous[kLegacy]) && !(previous[kLegacy] instanceof undici.Dispatcher1Wrapper)) {
+      // Only the legacy slot was set, by undici 6 (Node 22's fetch, or an
+      // application's undici 6): its dispatcher speaks the older handler
+      // API, which the retry interceptor cannot be composed onto.
+      built = { agent: null, dispatcher: null, values: {}, previous, composed: false }
+      notGlobal('an application\'s dispatcher of undici 6 holds the slot Node 22\'s fetch reads; it is left in place')
+      return built
+    } else {
+      ({ agent, dispatcher } = require('./agent').createAgent(resolved, stats))
+    }
+    const values = { [kCurrent]: dispatcher, [kLegacy]: new undici.Dispatcher1Wrapper(dispatcher) }
+    built = { agent, dispatcher, values, previous, composed: agent === null }
+    Object.assign(serving, values)
     try {
-      for (const slot of slots) define(slot, values[slot])
+      for (const slot of slots) {
+        if (!getters.has(slot)) define(slot, values[slot])
+      }
     } catch {
-      // A slot that is not writable (a frozen globalThis, say).
-      notGlobal()
+      notGlobal(READ_ONLY)
     }
     return built
   }
 
-  // Our getters come off all together, whichever slot was touched first.
+  // Our getters come off all together, whichever slot was touched first;
+  // one that cannot (a frozen globalThis) stays and serves ours.
   const takeGetters = () => {
     for (const [slot, get] of getters) {
-      if (Object.getOwnPropertyDescriptor(globalThis, slot)?.get === get) delete globalThis[slot]
+      if (Object.getOwnPropertyDescriptor(globalThis, slot)?.get === get && !Reflect.deleteProperty(globalThis, slot)) continue
+      getters.delete(slot)
     }
-    getters.clear()
   }
-  const notGlobal = () => {
+  const notGlobal = (why) => {
     lost = true
-    warnNotGlobal()
+    warnNotGlobal(why)
   }
 
   if (slots.some((slot) => Object.hasOwn(globalThis, slot))) {
     build()
   } else {
-    for (const slot of slots) {
-      const get = () => {
-        takeGetters()
-        return build().values[slot]
+    try {
+      for (const slot of slots) {
+        const get = () => {
+          if (built === null) {
+            takeGetters()
+            build()
+          }
+          return serving[slot]
+        }
+        getters.set(slot, get)
+        Object.defineProperty(globalThis, slot, {
+          configurable: true,
+          enumerable: false,
+          get,
+          // Someone set their own before ours was made: theirs stays.
+          set (value) {
+            takeGetters()
+            Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: true })
+            notGlobal()
+          },
+        })
       }
-      getters.set(slot, get)
-      Object.defineProperty(globalThis, slot, {
-        configurable: true,
-        enumerable: false,
-        get,
-        // Someone set their own before ours was made: theirs stays.
-        set (value) {
-          takeGetters()
-          Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: true })
-          notGlobal()
-        },
-      })
+    } catch {
+      // globalThis was frozen before install(): undici keeps a dispatcher of
+      // its own, and we leave it working.
+      takeGetters()
+      getters.clear()
+      notGlobal(READ_ONLY)
     }
   }
 
@@ -153,26 +203,69 @@ function installHttp (resolved) {
       verify()
       return built === null ? null : built.dispatcher
     },
-    stats: () => ({ ...snapshot(stats), global: verify() }),
+    stats: () => ({ ...snapshot(stats, built?.composed ?? false), global: verify() }),
   }
   function undo () {
     undone = true
-    if (built === null) {
-      // Never used: take the getters away, if they are still ours.
+    if (built === null || built.dispatcher === null) {
+      // Never used, or never ours: take the getters away, if they are still ours.
       const ours = !lost && isGlobal()
       takeGetters()
       return ours
     }
     let ours = true
+    let stillServed = false
     for (const slot of slots) {
-      if (globalThis[slot] === built.values[slot]) define(slot, built.previous[slot])
-      else ours = false
+      if (getters.has(slot)) {
+        // A getter that a frozen globalThis keeps: it serves theirs again.
+        serving[slot] = built.previous[slot]
+      } else if (globalThis[slot] !== built.values[slot]) {
+        ours = false
+      } else {
+        try {
+          define(slot, built.previous[slot])
+        } catch {
+          ours = false // frozen: ours stays global, and open
+          stillServed = true
+        }
+      }
     }
-    // Graceful: requests under way finish, idle sockets close.
-    built.agent.close().catch(() => {})
+    // Graceful: requests under way finish, idle sockets close. The
+    // application's own dispatcher is the application's to close.
+    if (!stillServed) built.agent?.close().catch(() => {})
     return ours
   }
   return { value, undo }
+}
+
+// undici's Agent, from any copy of undici, as `new Agent()` makes it and as
+// undici puts it in an empty slot: nothing of the application's is in it (no
+// proxy, certificates, options, interceptors or listeners), and ours can take
+// its place. Its options are compared with a fresh one's.
+function isDefaultAgent (dispatcher) {
+  const Class = dispatcher.constructor
+  if (typeof Class !== 'function' || Class.name !== 'Agent') return false
+  // compose() hands back a Proxy whose dispatch is the interceptors'.
+  if (dispatcher.dispatch !== Class.prototype.dispatch) return false
+  if (typeof dispatcher.eventNames === 'function' && dispatcher.eventNames().length > 0) return false
+  let fresh
+  try {
+    fresh = new Class()
+  } catch {
+    return false
+  }
+  return isDeepStrictEqual(configOf(dispatcher), configOf(fresh))
+}
+
+// An Agent's options and client factory, kept under private symbols whose
+// descriptions undici has kept from 6 to 8 (test/http-compose.test.js checks
+// each Node line's and each undici's).
+function configOf (agent) {
+  const out = {}
+  for (const symbol of Object.getOwnPropertySymbols(agent)) {
+    if (symbol.description === 'options' || symbol.description === 'factory') out[symbol.description] = agent[symbol]
+  }
+  return Object.keys(out).length === 2 ? out : null
 }
 
 // As undici's own setGlobalDispatcher() defines a slot.
@@ -180,12 +273,12 @@ function define (slot, value) {
   Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: false })
 }
 
-function warnNotGlobal () {
+function warnNotGlobal (why = 'another dispatcher holds the slot') {
   if (warnedNotGlobal) return
   warnedNotGlobal = true
-  process.emitWarning('io-hygiene could not make its dispatcher undici\'s global one: another dispatcher holds the slot. ' +
-    'Node\'s fetch, undici.fetch and undici.request go around its connection caps, deadlines and retries. ' +
-    'Call install() before anything sets undici\'s global dispatcher, or pass installation.http.dispatcher to your requests.',
+  process.emitWarning(`io-hygiene could not make its dispatcher undici's global one: ${why}. ` +
+    'Node\'s fetch, undici.fetch and undici.request go around its connection caps, deadlines and retries, and keep the other dispatcher\'s proxy and TLS. ' +
+    'Set your own dispatcher before install() (io-hygiene then adds its retries and deadlines to it), or pass installation.http.dispatcher to your requests.',
   { code: NOT_GLOBAL, type: 'IoHygieneWarning' })
 }
 

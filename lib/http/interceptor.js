@@ -5,6 +5,8 @@ const { channels } = require('../core/diagnostics')
 const { isReplayable, isIterable, readBody } = require('./replayable-body')
 const { headerValue, headerList, parseRetryAfter } = require('./headers')
 const { ConnectionQueue } = require('./connection-queue')
+// Real time, whatever fake timers a test installs (lib/core/timers.js).
+const { setTimeout, clearTimeout, now: clock } = require('../core/timers')
 
 // The retries that are always safe, after Go's net/http
 // (Transport.shouldRetryRequest) and RFC 9110 section 9.2.2:
@@ -25,15 +27,19 @@ const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOS
 const SOCKET_ERRORS = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE'])
 const TIMEOUT_KINDS = { UND_ERR_CONNECT_TIMEOUT: 'connect', UND_ERR_HEADERS_TIMEOUT: 'headers', UND_ERR_BODY_TIMEOUT: 'body' }
 
-function createRetryInterceptor (cfg, stats, originOf) {
-  const queue = new ConnectionQueue(cfg.headersTimeoutMs)
+// `tracked`: on our own Agent, whose pools say which socket each attempt is
+// written on (agent.js); false on an application's dispatcher, whose sockets
+// we cannot see.
+function createRetryInterceptor (cfg, stats, originOf, tracked) {
+  // A connection cap is ours only on our own Agent: so is the wait for one.
+  const queue = tracked ? new ConnectionQueue(cfg.headersTimeoutMs) : null
   return (dispatch) => function dispatchSafely (opts, handler) {
     stats.requests++
     // An upgrade or CONNECT is never retried, and owns its socket after.
     if (opts.upgrade || opts.method === 'CONNECT') return dispatch(opts, handler)
     const origin = originOf(opts.origin)
     // The one clock read of a dispatch: the budget's and the request's start.
-    const now = performance.now()
+    const now = clock()
     origin.budget.request(now)
     return new SafeRequest(dispatch, opts, handler, cfg, stats, origin, queue, now).start()
   }
@@ -139,13 +145,15 @@ class SafeRequest {
   }
 
   // `now`: the dispatch's own clock read for a first try; a retry reads anew.
-  #send (now = performance.now()) {
+  #send (now = clock()) {
     this.attempt = null
     this.conn = null
     this.#socket = null
     this.#written = null
-    this.#queue.delete(this) // a retry waits again, from now
-    this.#queue.add(this, now)
+    if (this.#queue !== null) {
+      this.#queue.delete(this) // a retry waits again, from now
+      this.#queue.add(this, now)
+    }
     return this.#dispatch(this.#opts, this)
   }
 
@@ -166,14 +174,16 @@ class SafeRequest {
       return
     }
     this.attempt = controller
-    this.#queue.delete(this)
-    // Our pool's client took this attempt and is writing it on its socket.
-    const s = this.conn.state
-    this.#socket = s
-    this.#written = s
-    this.#bytesWritten = s.socket.bytesWritten
-    this.#bytesRead = s.socket.bytesRead
-    this.#idleMs = this.#origin.sockets.started(s)
+    if (this.#queue !== null) {
+      this.#queue.delete(this)
+      // Our pool's client took this attempt and is writing it on its socket.
+      const s = this.conn.state
+      this.#socket = s
+      this.#written = s
+      this.#bytesWritten = s.socket.bytesWritten
+      this.#bytesRead = s.socket.bytesRead
+      this.#idleMs = this.#origin.sockets.started(s)
+    }
     if (!this.#startedCaller) {
       this.#startedCaller = true
       this.#handler.onRequestStart?.(this.#controller, context)
@@ -185,7 +195,7 @@ class SafeRequest {
   }
 
   onResponseStart (controller, statusCode, headers, statusMessage) {
-    if (headers.connection === 'close') this.#socket.closing = true
+    if (headers.connection === 'close' && this.#socket !== null) this.#socket.closing = true
     if (!this.#responded && RETRY_STATUS.has(statusCode)) {
       const delayMs = this.#statusRetryDelay(headers['retry-after'])
       if (delayMs !== null && this.#mayRetry('status', IDEMPOTENT.has(this.#opts.method))) {
@@ -228,7 +238,7 @@ class SafeRequest {
   // the latency histogram adds no clock read of its own.
   #attemptEnded () {
     const s = this.#socket
-    if (s === null) return performance.now()
+    if (s === null) return clock()
     this.#socket = null
     return this.#origin.sockets.ended(s)
   }
@@ -244,20 +254,29 @@ class SafeRequest {
       }
       return null
     }
+    if (!SOCKET_ERRORS.has(code)) return null
+    const keyed = () => headerValue(this.#opts.headers, 'idempotency-key') !== undefined
+    if (this.#queue === null) {
+      // An application's dispatcher: which socket failed, and whether it
+      // was reused or took any byte, is unknown. A socket error before any
+      // response byte is retried only where any retry is safe, as undici's
+      // RetryAgent does.
+      if (!this.#mayRetry('staleSocket', idempotent || keyed())) return null
+      return { reason: 'staleSocket', delayMs: 0, error: err }
+    }
     const s = this.#written
-    if (!SOCKET_ERRORS.has(code) || s === null || this.#idleMs < 0 || s.socket.bytesRead !== this.#bytesRead) return null
+    if (this.#idleMs < 0 || s.socket.bytesRead !== this.#bytesRead) return null
     // A reused socket failed before any response byte: the server closed it
     // as we wrote. Learn its idle close even when we may not retry.
     this.#origin.sockets.learn(this.#idleMs)
-    const safe = idempotent || s.socket.bytesWritten === this.#bytesWritten ||
-      headerValue(this.#opts.headers, 'idempotency-key') !== undefined
+    const safe = idempotent || s.socket.bytesWritten === this.#bytesWritten || keyed()
     if (!this.#mayRetry('staleSocket', safe)) return null
     return { reason: 'staleSocket', delayMs: 0, error: err }
   }
 
   #mayRetry (reason, safe) {
     if (!safe || !this.#replayable || this.#retries >= this.#cfg.maxRetries) return false
-    if (this.#origin.budget.tryRetry(performance.now())) return true
+    if (this.#origin.budget.tryRetry(clock())) return true
     this.#stats.budgetRefusals++
     if (channels.httpBudget.hasSubscribers) {
       channels.httpBudget.publish({ origin: this.#origin.key, method: this.#opts.method, path: this.#opts.path, reason })
@@ -282,7 +301,7 @@ class SafeRequest {
 
   #retry ({ reason, delayMs, statusCode, error }) {
     this.#retryAfterBody = null
-    this.#queue.delete(this) // not waiting for a connection while it backs off
+    this.#queue?.delete(this) // not waiting for a connection while it backs off
     this.#retries++
     this.#stats.retries[reason]++
     if (channels.httpRetry.hasSubscribers) {
@@ -336,7 +355,7 @@ class SafeRequest {
 
   #finish () {
     this.#done = true
-    this.#queue.delete(this)
+    this.#queue?.delete(this)
     if (this.#timer !== null) {
       clearTimeout(this.#timer)
       this.#timer = null
@@ -347,7 +366,7 @@ class SafeRequest {
     }
   }
 
-  #fail (err, now = performance.now()) {
+  #fail (err, now = clock()) {
     if (this.#done) return // a body read that failed after the deadline
     this.#error = err
     this.#finish()

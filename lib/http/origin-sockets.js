@@ -1,6 +1,6 @@
 'use strict'
 
-const { performance } = require('node:perf_hooks')
+const { now: clock } = require('../core/timers')
 const { channels } = require('../core/diagnostics')
 
 // Servers close idle keep-alive sockets on their own clock (Node and Apache
@@ -30,14 +30,14 @@ class OriginSockets {
 
   // A socket just connected; returns its state.
   add (socket) {
-    const s = { socket, requests: 0, busy: false, idleSince: performance.now(), armed: false, closing: false }
+    const s = { socket, requests: 0, busy: false, idleSince: clock(), armed: false, closing: false }
     this.#sockets.add(s)
     socket.on('end', () => {
       // The server closed it. While idle, after answering with keep-alive:
       // that was its idle timer.
       const learn = !s.busy && !s.closing
       s.closing = true
-      if (learn) this.learn(performance.now() - s.idleSince)
+      if (learn) this.learn(clock() - s.idleSince)
     })
     // Armed only while idle (started() disarms it).
     socket.on('timeout', () => {
@@ -51,7 +51,7 @@ class OriginSockets {
   // A request is written on the socket of `s`; returns how long it sat idle
   // (-1 for a fresh socket).
   started (s) {
-    const idleMs = s.requests === 0 ? -1 : performance.now() - s.idleSince
+    const idleMs = s.requests === 0 ? -1 : clock() - s.idleSince
     s.requests++
     s.busy = true
     if (s.armed) {
@@ -64,7 +64,7 @@ class OriginSockets {
   // Returns the time it read, so the request's latency shares the one read.
   ended (s) {
     s.busy = false
-    const now = s.idleSince = performance.now()
+    const now = s.idleSince = clock()
     if (this.retireAfterMs !== null && !s.closing) this.#arm(s, this.retireAfterMs)
     return now
   }
@@ -93,7 +93,7 @@ class OriginSockets {
       channels.httpIdleClose.publish({ origin: this.#origin, idleMs: this.learnedIdleMs, retireAfterMs: this.retireAfterMs })
     }
     // Sockets idle now are as old as the one that was closed, or will be.
-    const now = performance.now()
+    const now = clock()
     for (const s of this.#sockets) {
       if (s.busy || s.closing) continue
       const idle = now - s.idleSince

@@ -31,6 +31,7 @@ const {
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
   ERR_IO_HYGIENE_HTTP_STATUS,
   redactUrl,
+  withheld,
 } = require('../core/errors')
 
 const gzip = promisify(zlib.gzip)
@@ -42,6 +43,9 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
 const RESERVED_HEADERS = new Set(['content-length', 'content-encoding', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'expect'])
 const CONTENT_TYPES = { ndjson: 'application/x-ndjson', json: 'application/json' }
 
+// Refusals say what kind of value was refused, never the value: a URL may
+// carry a password or an API key, a header a token (read from a file with its
+// trailing newline, say), as Node's http, undici and new URL leave them out.
 function httpUrl () {
   const check = (where, key, value) => {
     let url = null
@@ -50,10 +54,18 @@ function httpUrl () {
         url = new URL(value)
       } catch {}
     }
-    // undici would drop credentials in the URL without a word: they go in headers.
-    if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username !== '' || url.password !== '') {
-      const shown = url !== null ? redactUrl(url.href) : typeof value === 'string' ? value : String(value)
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an http: or https: URL without credentials (send them in headers)', shown)
+    let refused = null
+    if (url === null) {
+      refused = typeof value === 'string' || value instanceof URL ? 'a string that is not a URL' : kindOf(value)
+    } else if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+      // The URL parser allows only [a-z0-9+.-] in a scheme: safe to show.
+      refused = `a URL of scheme ${url.protocol}`
+    } else if (url.username !== '' || url.password !== '') {
+      // undici would drop credentials in the URL without a word: they go in headers.
+      refused = 'a URL with credentials'
+    }
+    if (refused !== null) {
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an http: or https: URL without credentials (send them in headers)', withheld(refused))
     }
     return url.href
   }
@@ -61,22 +73,35 @@ function httpUrl () {
   return check
 }
 
+function kindOf (value) {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`
+}
+
 function headerObject () {
   const check = (where, key, value) => {
     // A Headers or Map instance has no own keys: its headers would be lost.
     const proto = value !== null && typeof value === 'object' ? Object.getPrototypeOf(value) : undefined
     if (proto !== Object.prototype && proto !== null) {
-      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a plain object of header names to strings', value)
+      throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'a plain object of header names to strings', withheld(kindOf(value)))
     }
     const out = {}
     for (const name of Object.keys(value)) {
       const lower = name.toLowerCase()
       const v = value[name]
-      if (!TOKEN.test(name) || RESERVED_HEADERS.has(lower)) {
-        throw new ERR_IO_HYGIENE_INVALID_OPTION(where, `${key}["${name}"]`, `a valid header name not among ${[...RESERVED_HEADERS].join(', ')} (the sink sets those)`, name)
+      if (!TOKEN.test(name)) {
+        throw new ERR_IO_HYGIENE_INVALID_OPTION(where, key, 'an object whose keys are valid header names', withheld('a key that is not one'))
       }
-      if (typeof v !== 'string' || /[\r\n\0]/.test(v)) {
-        throw new ERR_IO_HYGIENE_INVALID_OPTION(where, `${key}["${name}"]`, 'a string without CR, LF or NUL', v)
+      // A valid name is a token: no space, quote or control can forge a message.
+      if (RESERVED_HEADERS.has(lower)) {
+        throw new ERR_IO_HYGIENE_INVALID_OPTION(where, `${key}["${name}"]`, `a header not among ${[...RESERVED_HEADERS].join(', ')} (the sink sets those)`, withheld('one of them'))
+      }
+      if (typeof v !== 'string') {
+        throw new ERR_IO_HYGIENE_INVALID_OPTION(where, `${key}["${name}"]`, 'a string without CR, LF or NUL', withheld(kindOf(v)))
+      }
+      if (/[\r\n\0]/.test(v)) {
+        throw new ERR_IO_HYGIENE_INVALID_OPTION(where, `${key}["${name}"]`, 'a string without CR, LF or NUL', withheld('a string with one (a trailing newline, say)'))
       }
       out[lower] = v
     }

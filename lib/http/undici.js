@@ -13,6 +13,7 @@ module.exports = {
   Agent,
   Pool: require('undici/lib/dispatcher/pool'),
   Client: require('undici/lib/dispatcher/client'),
+  Dispatcher: require('undici/lib/dispatcher/dispatcher'),
   Dispatcher1Wrapper,
   errors: require('undici/lib/core/errors'),
 }

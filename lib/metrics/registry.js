@@ -24,8 +24,17 @@ const MAX_SERIES_PER_KIND = 100
 const KIND = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/
 const LABEL = /^[a-z_][a-z0-9_]*$/
 
+// key -> { kind, labels, histogram }. On a frozen globalThis, which can take
+// no property, this copy keeps its own: requests must not fail for a metric.
+let own = null
 function registry () {
-  return (globalThis[kRegistry] ??= new Map()) // key -> { kind, labels, histogram }
+  const shared = globalThis[kRegistry]
+  if (shared !== undefined) return shared
+  if (own !== null) return own
+  const map = new Map()
+  if (Reflect.set(globalThis, kRegistry, map)) return map
+  own = map
+  return own
 }
 
 function histogram (kind, labels = {}) {

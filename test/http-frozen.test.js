@@ -1,0 +1,40 @@
+'use strict'
+
+// A frozen globalThis (hardened runtimes, undici's own
+// test/global-frozen.js): requests keep working, in either order, through
+// ours when it got the slot first and through undici's own when it did not.
+const t = require('tap')
+const path = require('node:path')
+const { execFile } = require('node:child_process')
+const { withWarnings } = require('./helpers/with-warnings')
+
+const fixture = path.join(__dirname, 'fixtures', 'http-frozen.js')
+const run = (mode) => new Promise((resolve, reject) => {
+  execFile(process.execPath, [fixture, mode], { env: withWarnings() }, (err, stdout, stderr) => {
+    if (err) return reject(new Error(`${mode}: ${err.message} ${stderr}`))
+    resolve(JSON.parse(stdout))
+  })
+})
+
+t.test('install() then a freeze: requests go through ours', async (t) => {
+  t.same(await run('install-then-freeze'), { answers: 'ok ok', requests: 2, global: true, warnings: [] }, 'ours was made at first use, on the frozen globalThis')
+  t.same(await run('undici-install-freeze'), { answers: 'ok ok', requests: 2, global: true, warnings: [] }, 'undici loaded before install()')
+})
+
+t.test('a freeze, then install(): undici\'s own dispatcher keeps working, and the warning says so', async (t) => {
+  const notOurs = { answers: 'ok ok', requests: 0, global: false, restored: false, afterUninstall: 'ok ok', requestsAfter: 0, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'] }
+  t.same(await run('undici-freeze-then-install'), notOurs, 'undici\'s slots were set before the freeze')
+  // Node 22's and 24's own undici throws when it loads on a frozen globalThis.
+  if (Number(process.versions.node.split('.')[0]) >= 26) {
+    t.same(await run('freeze-then-install'), notOurs, 'no slot before the freeze: undici keeps its dispatcher aside')
+  }
+})
+
+t.test('undo after a freeze: theirs is served again where it can be; where it cannot, ours stays open', async (t) => {
+  t.same(await run('http-install-freeze'), {
+    answers: 'ok ok', requests: 2, global: true, restored: true, afterUninstall: 'ok ok', requestsAfter: 0, warnings: [],
+  }, 'our getter, which the freeze kept, serves the previous dispatcher')
+  t.same(await run('undici-http-install-freeze'), {
+    answers: 'ok ok', requests: 2, global: true, restored: false, afterUninstall: 'ok ok', requestsAfter: 2, warnings: [],
+  }, 'a frozen slot keeps ours: undo says false and leaves it working')
+})
