@@ -374,3 +374,30 @@ t.test('written by a request that failed, then out of time while the rest is ret
   t.match(b.reason, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' })
   await wrapped.disconnect({ timeoutMs: 10 }).catch(() => {})
 })
+
+t.test('a request that fails to encode, or that the broker refuses as malformed, fails only the caller at fault', async (t) => {
+  for (const [name, failure] of [
+    ['an encoder TypeError', () => new TypeError('cannot encode')],
+    ['INVALID_RECORD', () => Object.assign(new Error('This record has failed the validation on broker'), { name: 'KafkaJSProtocolError', type: 'INVALID_RECORD', retriable: false })],
+  ]) {
+    const producer = fakeProducer({
+      sendBatch: async (request) => {
+        if (request.topicMessages.some(({ messages }) => messages.some((m) => m.value === 'poison'))) throw failure()
+        return request.topicMessages.map(({ topic }) => ({ topicName: topic, partition: 0, errorCode: 0, baseOffset: '0' }))
+      },
+    })
+    const wrapped = wrapProducer(producer, { flushOnSignals: false })
+    const calls = []
+    for (let i = 0; i < 40; i++) {
+      calls.push(wrapped.send({ topic: 't', messages: [{ value: `good-${i}` }] }))
+      if (i === 17) calls.push(wrapped.send({ topic: 't', messages: [{ value: 'poison' }] }))
+    }
+    const outcomes = await Promise.allSettled(calls)
+    const rejected = outcomes.filter((o) => o.status === 'rejected')
+    t.equal(rejected.length, 1, `${name}: one caller rejected`)
+    t.equal(outcomes[18].status, 'rejected', `${name}: the caller at fault`)
+    t.match(outcomes[18].reason, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false, cause: failure() }, `${name}: not written, the failure as cause`)
+    t.equal(wrapped.stats().rejected, 1, `${name}: counted once`)
+    await wrapped.disconnect()
+  }
+})
