@@ -225,3 +225,36 @@ t.test('each caller gets what plain kafkajs gives it, and no other caller is aff
   }
   t.equal(mismatches, 0, `${written} records, the same bytes`)
 })
+
+t.test('by default, every message a default broker accepts is sent (alone if it must), and one it refuses is refused at send()', async (t) => {
+  const plainKafka = new Plain.Kafka({ clientId: 'plain', brokers: broker.brokers, logLevel: Plain.logLevel.NOTHING, retry: { retries: 0 } })
+  const kafka = new Kafka({ clientId: 'wrapped', brokers: broker.brokers, logLevel: logLevel.NOTHING })
+  const admin = kafka.admin()
+  await admin.connect()
+  t.teardown(() => admin.disconnect())
+  const topic = `large-${process.pid}`
+  await admin.createTopics({ topics: [{ topic, numPartitions: 1 }], waitForLeaders: true })
+  const plain = plainKafka.producer()
+  await plain.connect()
+  t.teardown(() => plain.disconnect())
+  const raw = kafka.producer()
+  await raw.connect()
+  const producer = wrapProducer(raw, { flushOnSignals: false })
+  t.teardown(() => producer.disconnect())
+
+  // A record batch of one record with a value of n bytes is n + 72 bytes:
+  // the broker's default message.max.bytes (1,048,588) takes n = 1,048,516.
+  const largest = 1_048_516
+  for (const [n, accepted] of [[1_000_000, true], [largest, true], [largest + 1, false]]) {
+    const value = Buffer.alloc(n, 1)
+    const theirs = await outcomeOf(plain.send({ topic, messages: [{ value }] }))
+    t.equal(theirs.ok, accepted, `plain kafkajs: a value of ${n} bytes ${accepted ? 'written' : 'refused by the broker'}`)
+    // Among small calls: those go on, the large one alone.
+    const small = Array.from({ length: 5 }, (_, i) => producer.send({ topic, messages: [{ value: `small-${i}` }] }))
+    const ours = await outcomeOf(producer.send({ topic, messages: [{ value }] }))
+    small.push(...Array.from({ length: 5 }, (_, i) => producer.send({ topic, messages: [{ value: `small-${5 + i}` }] })))
+    t.equal(ours.ok, accepted, `the wrapper: a value of ${n} bytes ${accepted ? 'written' : 'refused'}`)
+    if (!accepted) t.match(ours.error, { code: 'ERR_IO_HYGIENE_ITEM_TOO_LARGE', written: false })
+    t.equal((await Promise.allSettled(small)).filter((o) => o.status === 'rejected').length, 0, 'every small call written')
+  }
+})
