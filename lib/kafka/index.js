@@ -3,8 +3,8 @@
 const { createBatcher, checkLimits, queueOptions } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
-const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
-const { copyMessage, Refused, refusal, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
+const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer, kUnwritten } = require('./kafkajs-patch')
+const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED } = require('../core/errors')
 
 // Defaults, and why, are in docs/kafka.md's options table; a test keeps the two equal.
@@ -89,20 +89,6 @@ class Unwritten {
     this.error = error
     this.written = written
   }
-}
-
-// A request that failed because kafkajs could not encode a message, or the
-// broker refused a record as malformed: send() refuses what kafkajs would
-// not encode, so this is a message it did not foresee, and only its own
-// caller may fail for it.
-const MALFORMED = new Set(['INVALID_RECORD', 'CORRUPT_MESSAGE'])
-function isEncodingFailure (error) {
-  for (let depth = 0; depth < 8 && error !== null && typeof error === 'object'; depth++) {
-    if (error.name === 'TypeError' || error.name === 'RangeError' || error.name === 'SyntaxError') return true
-    if (error.name === 'KafkaJSProtocolError' && MALFORMED.has(error.type)) return true
-    error = error.cause
-  }
-  return false
 }
 
 // The batcher works on messages: the one record a message costs us besides
@@ -454,11 +440,9 @@ class WrappedProducer {
     return out
   }
 
-  // After an encoding failure: each half of the batch in a request of its
-  // own, down to the message at fault, which alone is refused (none of a
-  // request that failed to encode, or that the broker refused as malformed,
-  // was written). What a half wrote is not sent again if a later half fails
-  // and the batcher retries the batch.
+  // After an encoding failure (nothing of that request was written): each
+  // half in a request of its own, down to the message at fault, refused alone.
+  // What a half wrote is skipped if the batcher retries the batch.
   async #produceApart (items, failure) {
     if (items.length === 1) {
       this.#unwritten++
@@ -607,6 +591,7 @@ function wrapProducer (producer, options) {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
   }
   ensureKafkajsPatch()
+  checkProducer(producer)
   return new WrappedProducer(producer, resolved)
 }
 

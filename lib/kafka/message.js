@@ -202,6 +202,20 @@ function copyMessage (message, out) {
   return copy
 }
 
+// A request that failed because kafkajs could not encode a message, or the
+// broker refused a record as malformed: send() refuses what kafkajs would
+// not encode, so this is a message it did not foresee, and only its own
+// caller may fail for it.
+const MALFORMED = new Set(['INVALID_RECORD', 'CORRUPT_MESSAGE'])
+function isEncodingFailure (error) {
+  for (let depth = 0; depth < 8 && error !== null && typeof error === 'object'; depth++) {
+    if (error.name === 'TypeError' || error.name === 'RangeError' || error.name === 'SyntaxError') return true
+    if (error.name === 'KafkaJSProtocolError' && MALFORMED.has(error.type)) return true
+    error = error.cause
+  }
+  return false
+}
+
 // The error for a refused message of `method`'s call to `topic`.
 function refusal (refused, method, topic) {
   const detail = `a message for topic "${topic}": ${refused.detail}`
@@ -210,4 +224,4 @@ function refusal (refused, method, topic) {
     : new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, detail, { cause: refused.cause })
 }
 
-module.exports = { copyMessage, Refused, refusal, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES }
+module.exports = { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES }
