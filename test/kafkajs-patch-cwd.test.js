@@ -106,3 +106,59 @@ t.test('wrapProducer() says once, loudly, when its producer comes from a kafkajs
   t.equal(code, 0, stderr)
   t.same(JSON.parse(stdout), { warnings: [['IoHygieneWarning', 'IO_HYGIENE_KAFKAJS_NOT_PATCHED']], stats: ['loaded-too-early', 'loaded-too-early'] })
 })
+
+function runScript (script, dir = app) {
+  const file = path.join(dir, 'script.js')
+  fs.writeFileSync(file, `
+    const warnings = []
+    process.on('warning', (w) => warnings.push(w.code))
+    const patch = require(${JSON.stringify(path.join(root, 'lib/kafka/kafkajs-patch.js'))})
+    const done = (extra) => setImmediate(() => process.stdout.write(JSON.stringify({ status: patch.kafkajsPatchStatus(), warnings, ...extra })))
+    ${script}
+  `)
+  return new Promise((resolve) => {
+    execFile(process.execPath, [file], { cwd: empty, env: withWarnings(process.env) }, (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr }))
+  })
+}
+
+t.test('installed twice, one watch of the loader; undone, the loader is as it was', async (t) => {
+  const { code, stdout, stderr } = await runScript(`
+    const Module = require('node:module')
+    const compile = Module._extensions['.js']
+    const first = patch.installKafkajsPatch()
+    const hooked = Module._extensions['.js']
+    patch.installKafkajsPatch()
+    const once = Module._extensions['.js'] === hooked && hooked !== compile
+    first()
+    const restored = Module._extensions['.js'] === compile
+    const again = patch.installKafkajsPatch()
+    require('kafkajs').Kafka
+    done({ once, restored, corrected: require('kafkajs/src/producer/groupMessagesPerPartition') === patch.groupMessagesPerPartition })
+  `)
+  t.equal(code, 0, stderr)
+  t.same(JSON.parse(stdout), { status: 'patched', warnings: [], once: true, restored: true, corrected: true })
+})
+
+t.test('a kafkajs whose sendMessages was required before its producer keeps its own, and says so', async (t) => {
+  const { code, stdout, stderr } = await runScript(`
+    // Found neither from the main module nor the working directory.
+    const kafkajs = ${JSON.stringify(path.join(app, 'node_modules', 'kafkajs'))}
+    patch.installKafkajsPatch()
+    require(kafkajs + '/src/producer/sendMessages')
+    require(kafkajs).Kafka
+    done({ corrected: require(kafkajs + '/src/producer/groupMessagesPerPartition') === patch.groupMessagesPerPartition })
+  `, empty)
+  t.equal(code, 0, stderr)
+  t.same(JSON.parse(stdout), { status: 'loaded-too-early', warnings: ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'], corrected: false })
+})
+
+t.test('a duck-typed producer (no kafkajs logger) is not taken for a corrected one; with the patch off, no warning', async (t) => {
+  const duck = '{ sendBatch: async () => [], connect: async () => {}, disconnect: async () => {} }'
+  const wrap = `require(${JSON.stringify(root)}).wrapProducer(${duck}, { flushOnSignals: false })`
+  let out = await runScript(`patch.installKafkajsPatch(); ${wrap}; done()`)
+  t.equal(out.code, 0, out.stderr)
+  t.same(JSON.parse(out.stdout), { status: 'patched', warnings: ['IO_HYGIENE_KAFKAJS_NOT_PATCHED'] })
+  out = await runScript(`patch.turnOffKafkajsPatch(); ${wrap}; done()`)
+  t.equal(out.code, 0, out.stderr)
+  t.same(JSON.parse(out.stdout), { status: 'off', warnings: [] })
+})
