@@ -15,8 +15,9 @@ const { installKafkajsPatch } = require('../lib/kafka/kafkajs-patch')
 const { startKafka } = require('./helpers/kafka-broker')
 
 // The wrapper runs on the corrected kafkajs, as under install(); the oracle
-// is a pristine copy of the same kafkajs, loaded from elsewhere.
-const undo = installKafkajsPatch()
+// is a pristine copy of the same kafkajs, loaded from elsewhere (the patch
+// is put in place for the one directory, so it does not watch for others).
+const undo = installKafkajsPatch({ dir: path.dirname(require.resolve('kafkajs')) })
 const { Kafka, logLevel } = require('kafkajs')
 const { wrapProducer } = require('../lib/kafka')
 const pristineDir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafkajs-'))

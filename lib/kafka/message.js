@@ -91,11 +91,10 @@ function toLong (value) {
   return BigInt(value)
 }
 
-// The timestamp kafkajs would write for a message alone in its call: a
-// number (a string past 2^53, '0' for 0, which kafkajs would take as "now"),
-// undefined for "now", or a Refused.
+// The timestamp kafkajs would write for a message alone in its call (`t`
+// set): a number (a string past 2^53, '0' for 0, which kafkajs would take as
+// "now"), undefined for "now", or a Refused.
 function timestampOf (t) {
-  if (t === null || t === undefined) return undefined
   try {
     const now = Date.now()
     // kafkajs: (timestamp || now) - firstTimestamp, then a Long of it.
@@ -209,6 +208,8 @@ function copyMessage (message, out) {
 const MALFORMED = new Set(['INVALID_RECORD', 'CORRUPT_MESSAGE'])
 function isEncodingFailure (error) {
   for (let depth = 0; depth < 8 && error !== null && typeof error === 'object'; depth++) {
+    // Ours say what they mean (a refusal, a deadline), never this.
+    if (typeof error.code === 'string' && error.code.startsWith('ERR_IO_HYGIENE_')) return false
     if (error.name === 'TypeError' || error.name === 'RangeError' || error.name === 'SyntaxError') return true
     if (error.name === 'KafkaJSProtocolError' && MALFORMED.has(error.type)) return true
     error = error.cause
