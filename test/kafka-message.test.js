@@ -64,6 +64,10 @@ t.test('fields on a prototype: kafkajs\'s record takes only own ones; the copy k
   t.equal(Object.getPrototypeOf(copy), proto)
   t.notOk(Object.hasOwn(copy, 'key'), 'the key stays on the prototype (the partitioner reads it, the record does not)')
   t.equal(copy.partition, 1)
+  // kafkajs writes no key from a prototype, so a number there is no refusal.
+  const numberKey = Object.assign(Object.create({ key: 5 }), { value: 'v' })
+  t.notOk(copyMessage(numberKey, size) instanceof Refused, 'a number key on the prototype: taken, as kafkajs takes it')
+  t.ok(copyMessage({ key: 5, value: 'v' }, size) instanceof Refused, 'an own number key: refused')
   const noProto = Object.assign(Object.create(null), { value: 'v' })
   t.equal(Object.getPrototypeOf(copyMessage(noProto, size)), Object.prototype, 'a null prototype: a plain object')
 })

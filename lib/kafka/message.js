@@ -57,10 +57,10 @@ function fieldSize (size) {
 
 // What kafkajs writes for a key, value or header value: the value itself, or
 // its String() when that is what kafkajs writes; a Refused when kafkajs would
-// throw or write a malformed record. `nullable`: null and undefined write -1.
+// throw or write a malformed record. `nullable`: a key or value, where null
+// (taken before this) writes -1; a header value must not be null.
 function bytesOf (value, what, nullable) {
   if (typeof value === 'string' || Buffer.isBuffer(value)) return value
-  if (nullable && (value === null || value === undefined)) return value
   let size
   try {
     size = Buffer.byteLength(value)
@@ -74,8 +74,8 @@ function bytesOf (value, what, nullable) {
   return new Refused(`${what} is a ${Object.prototype.toString.call(value).slice(8, -1)}, which kafkajs would write as a malformed record: pass a Buffer`)
 }
 
+// Of a string or a Buffer.
 function sizeOf (value) {
-  if (value === null || value === undefined) return -1
   return typeof value === 'string' ? Buffer.byteLength(value) : value.length
 }
 
@@ -122,6 +122,22 @@ function partitionOf (p) {
 const hasOwn = Object.hasOwn
 const objectProto = Object.prototype
 
+// The size of the key or value the record gets, after putting in `copy`
+// what kafkajs writes for it; or a Refused. The record gets own fields only
+// (the partitioner reads one on a prototype, the record does not), so only
+// an own one is checked; a string or a Buffer, the usual, needs no more (one
+// on a prototype is counted though not written: a bound, not an exact size).
+function ownField (copy, name, what) {
+  const value = copy[name]
+  if (typeof value === 'string') return Buffer.byteLength(value)
+  if (Buffer.isBuffer(value)) return value.length
+  if (value === null || value === undefined || !hasOwn(copy, name)) return -1
+  const bytes = bytesOf(value, what, true)
+  if (bytes instanceof Refused) return bytes
+  copy[name] = bytes
+  return sizeOf(bytes)
+}
+
 // The copy kafkajs gets for `message`, and its record's size when alone in a
 // batch; or a Refused. `out` receives the size (one object per call, reused).
 function copyMessage (message, out) {
@@ -132,24 +148,14 @@ function copyMessage (message, out) {
   if (proto !== objectProto && proto !== null) Object.setPrototypeOf(copy, proto)
   if ((hasOwn(copy, 'value') ? copy.value : message.value) === undefined) return new Refused('needs a "value" (null for a tombstone)')
 
-  let keySize = -1
-  let valueSize = -1
-  if (hasOwn(copy, 'key')) {
-    const key = bytesOf(copy.key, '"key"', true)
-    if (key instanceof Refused) return key
-    copy.key = key
-    keySize = sizeOf(key)
-  }
-  if (hasOwn(copy, 'value')) {
-    const value = bytesOf(copy.value, '"value"', true)
-    if (value instanceof Refused) return value
-    copy.value = value
-    valueSize = sizeOf(value)
-  }
+  const keySize = ownField(copy, 'key', '"key"')
+  if (keySize instanceof Refused) return keySize
+  const valueSize = ownField(copy, 'value', '"value"')
+  if (valueSize instanceof Refused) return valueSize
   let headerBytes = 0
   let count = 0
-  if (hasOwn(copy, 'headers') && copy.headers !== undefined) {
-    const headers = copy.headers
+  const headers = copy.headers
+  if (headers !== undefined && hasOwn(copy, 'headers')) {
     let names
     try {
       names = Object.keys(headers)
