@@ -113,3 +113,25 @@ t.test('what it does not take goes to kafkajs\'s encoder, errors included', asyn
     t.equal(fallbacks, 1, `${name}: kafkajs's encoder`)
   }
 })
+
+t.test('each header value is read once: a getter or a Proxy that answers differently each time still makes a well-formed record', async (t) => {
+  const answers = ['a', 'bbbbbbbb', 'cc', 'dddd']
+  let reads = 0
+  const headers = { stable: 's' }
+  Object.defineProperty(headers, 'moving', { enumerable: true, get: () => answers[reads++ % answers.length] })
+  const record = { value: 'v', offsetDelta: 0, timestampDelta: 0, headers }
+  const encoded = Record(record)
+  t.equal(reads, 1, 'the getter ran once')
+  t.equal(encoded.buffer.toString('hex'), kafkajsRecord({ ...record, headers: { stable: 's', moving: 'a' } }).buffer.toString('hex'), 'the bytes of the value it read')
+
+  let proxyReads = 0
+  const proxied = new Proxy({ trace: ['x', 'y'] }, {
+    get (target, name) {
+      proxyReads++
+      return proxyReads === 1 ? target[name] : ['a much longer value than before']
+    },
+  })
+  const viaProxy = Record({ value: 'v', offsetDelta: 0, timestampDelta: 0, headers: proxied })
+  t.equal(proxyReads, 1, 'the Proxy answered once')
+  t.equal(viaProxy.buffer.toString('hex'), kafkajsRecord({ value: 'v', headers: { trace: ['x', 'y'] } }).buffer.toString('hex'), 'the bytes of what it answered')
+})

@@ -81,7 +81,7 @@ t.test('results: each call gets its topics, and only its partitions when it name
     // Three messages over two requests: one entry per partition, the first's.
     wrapped.send({ topic: 'a', messages: [{ value: 'a1' }, { value: 'a2' }, { value: 'a3' }] }),
     wrapped.send({ topic: 'a', messages: [{ value: 'a4', partition: 1 }] }),
-    wrapped.send({ topic: 'b', messages: [{ value: Buffer.from('b1'), key: 7, headers: { one: 'x', many: ['y', Buffer.from('z')], none: null } }], timeout: 1000, compression: 1 }),
+    wrapped.send({ topic: 'b', messages: [{ value: Buffer.from('b1'), key: '7', headers: { one: 'x', many: ['y', Buffer.from('z')] } }], timeout: 1000, compression: 1 }),
   ])
   // kafkajs partitions inside sendBatch: a call that let it choose gets every
   // partition of its topic that its requests wrote (a4's partition 1 too).
@@ -373,4 +373,31 @@ t.test('written by a request that failed, then out of time while the rest is ret
   t.same(a.value.map((e) => e.baseOffset), ['5'])
   t.match(b.reason, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' })
   await wrapped.disconnect({ timeoutMs: 10 }).catch(() => {})
+})
+
+t.test('a request that fails to encode, or that the broker refuses as malformed, fails only the caller at fault', async (t) => {
+  for (const [name, failure] of [
+    ['an encoder TypeError', () => new TypeError('cannot encode')],
+    ['INVALID_RECORD', () => Object.assign(new Error('This record has failed the validation on broker'), { name: 'KafkaJSProtocolError', type: 'INVALID_RECORD', retriable: false })],
+  ]) {
+    const producer = fakeProducer({
+      sendBatch: async (request) => {
+        if (request.topicMessages.some(({ messages }) => messages.some((m) => m.value === 'poison'))) throw failure()
+        return request.topicMessages.map(({ topic }) => ({ topicName: topic, partition: 0, errorCode: 0, baseOffset: '0' }))
+      },
+    })
+    const wrapped = wrapProducer(producer, { flushOnSignals: false })
+    const calls = []
+    for (let i = 0; i < 40; i++) {
+      calls.push(wrapped.send({ topic: 't', messages: [{ value: `good-${i}` }] }))
+      if (i === 17) calls.push(wrapped.send({ topic: 't', messages: [{ value: 'poison' }] }))
+    }
+    const outcomes = await Promise.allSettled(calls)
+    const rejected = outcomes.filter((o) => o.status === 'rejected')
+    t.equal(rejected.length, 1, `${name}: one caller rejected`)
+    t.equal(outcomes[18].status, 'rejected', `${name}: the caller at fault`)
+    t.match(outcomes[18].reason, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false, cause: failure() }, `${name}: not written, the failure as cause`)
+    t.equal(wrapped.stats().rejected, 1, `${name}: counted once`)
+    await wrapped.disconnect()
+  }
 })

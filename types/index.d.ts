@@ -474,6 +474,7 @@ export declare function createHttpSink(options: HttpSinkOptions): HttpSink
 export interface WrapProducerOptions {
   lingerMs?: number
   maxBatchItems?: number
+  /** Records of one request; a larger message is refused. Default 1048527: one record batch of a default broker. */
   maxBatchBytes?: number
   maxQueuedItems?: number
   maxQueuedBytes?: number

@@ -4,7 +4,8 @@ const { createBatcher, checkLimits, queueOptions, drainHooks } = require('../bat
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
-const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
+const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer, kUnwritten } = require('./kafkajs-patch')
+const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED, ERR_IO_HYGIENE_TIMEOUT } = require('../core/errors')
 
 // Defaults, and why, are in docs/kafka.md's options table; a test keeps the two equal.
@@ -12,9 +13,10 @@ const spec = {
   // librdkafka's linger.ms. Waited only while a request is in flight: the
   // first send after an idle moment goes at once.
   lingerMs: { default: 5, check: timerMs(0) },
-  // librdkafka's batch.num.messages / batch.size: 1,000,000 bytes of keys,
-  // values and headers keeps every partition's record batch under the
-  // broker's default message.max.bytes (1,048,588).
+  // librdkafka's batch.num.messages / batch.size: the records of one
+  // request, at most what a default broker takes in one record batch
+  // (message.max.bytes 1,048,588 less the batch's own 61 bytes), so that a
+  // message a default broker accepts is sent (alone if it must).
   // 500 messages, chosen with bench/kafka.js's throughput scenario: with one
   // request in flight, the next batch fills while this one is at the broker
   // and goes out the moment it answers, while the callers it released run.
@@ -25,7 +27,7 @@ const spec = {
   // name, not librdkafka's: batch.num.messages bounds one partition's batch,
   // this one whole request.
   maxBatchItems: { default: 500, check: integer(1) },
-  maxBatchBytes: { default: 1_000_000, check: integer(1) },
+  maxBatchBytes: { default: BROKER_MESSAGE_MAX_BYTES - RECORD_BATCH_OVERHEAD_BYTES, check: integer(1) },
   // The memory bound on everything not yet acknowledged.
   maxQueuedItems: { default: 100_000, check: integer(1) },
   maxQueuedBytes: { default: 64 * 1024 * 1024, check: integer(1) },
@@ -55,31 +57,9 @@ const spec = {
 
 const kWrapped = Symbol.for('io-hygiene.kafka.wrapped.v1')
 const where = 'wrapProducer()'
-// A record's fixed fields (offset and timestamp deltas, lengths, attributes).
-const RECORD_OVERHEAD_BYTES = 24
 // Kafka's own rule for topic names (kafka.common.Topic): an invalid name
 // fails the whole request, so it is refused before it can share one.
 const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/
-
-function byteLength (value) {
-  if (value === null || value === undefined) return 0
-  if (typeof value === 'string') return Buffer.byteLength(value)
-  return Buffer.isBuffer(value) ? value.length : Buffer.byteLength(String(value))
-}
-
-function messageBytes (message) {
-  let bytes = RECORD_OVERHEAD_BYTES + byteLength(message.key) + byteLength(message.value)
-  const headers = message.headers
-  if (headers !== null && typeof headers === 'object') {
-    for (const name of Object.keys(headers)) {
-      const value = headers[name]
-      bytes += Buffer.byteLength(name)
-      if (Array.isArray(value)) for (const item of value) bytes += byteLength(item)
-      else bytes += byteLength(value)
-    }
-  }
-  return bytes
-}
 
 // kafkajs gives up on a request after its own retries (about 10 s with its
 // default retry options) with KafkaJSNumberOfRetriesExceeded, or, when the
@@ -108,8 +88,9 @@ const NO_METADATA = Object.freeze([])
 // A message's result when the batch's request failed for good after it had
 // written some of the batch's other messages: those resolve, this one rejects.
 class Unwritten {
-  constructor (error) {
+  constructor (error, written = 'unknown') {
     this.error = error
+    this.written = written
   }
 }
 
@@ -151,6 +132,8 @@ class WrappedProducer {
   #kicked = false // a send found the producer idle and asked for a flush
   #maxBatchBytes
   #lastTopic = null
+  // copyMessage()'s answer of a record's size, reused.
+  #size = { bytes: 0 }
   // Messages the batcher counts as flushed that reject (Unwritten): stats()
   // counts them as rejected.
   #unwritten = 0
@@ -299,17 +282,19 @@ class WrappedProducer {
         return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `"messages" for topic "${topic}" must be an array`))
       }
       for (let m = 0; m < messages.length; m++) {
-        const message = messages[m]
-        if (message === null || typeof message !== 'object' || message.value === undefined) {
-          return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `every message for topic "${topic}" needs a "value" (null for a tombstone)`))
-        }
-        const bytes = messageBytes(message)
+        // A copy, each field read once: what kafkajs would refuse is refused
+        // here, and no getter or Proxy can change a message once queued.
+        const message = copyMessage(messages[m], this.#size)
+        if (message instanceof Refused) return refuse(refusal(message, method, topic))
+        const bytes = this.#size.bytes
         // pushAll() would refuse the whole call too; checked here so that the
         // error names the call and the topic, not the batcher.
         if (bytes > this.#maxBatchBytes) {
           return refuse(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${topic}"`, bytes, this.#maxBatchBytes))
         }
-        const item = new Item(topic, message, bytes, request)
+        // Sized as alone; in a batch its deltas may take a few bytes more. One
+        // that fits only alone is sent alone.
+        const item = new Item(topic, message, Math.min(bytes + RECORD_DELTA_SLACK_BYTES, this.#maxBatchBytes), request)
         if (first === null) {
           first = item
         } else {
@@ -358,7 +343,7 @@ class WrappedProducer {
       const value = outcome.status === 'fulfilled' ? outcome.value : item.written
       if (value instanceof Unwritten) {
         failure ??= value.error
-        written = 'unknown'
+        if (value.written !== false) written = 'unknown'
       } else if (value === null) {
         failure ??= outcome.reason
         if (writtenOf(item) !== false) written = 'unknown'
@@ -437,6 +422,7 @@ class WrappedProducer {
       metadata = await this.#producer.sendBatch(request)
     } catch (error) {
       const failure = this.#failed(items, error)
+      if (isEncodingFailure(failure)) return this.#produceApart(items, failure)
       // A failure for good that wrote some of the batch: those resolve.
       if (!isRetriable(failure) && items.some((item) => item.written !== null)) {
         const out = new Array(items.length)
@@ -458,6 +444,26 @@ class WrappedProducer {
     // A retry: what an earlier attempt wrote keeps its own entries.
     const out = results(items, metadata)
     for (let i = 0; i < items.length; i++) if (items[i].written !== null) out[i] = items[i].written
+    return out
+  }
+
+  // After an encoding failure (nothing of that request was written): each
+  // half in a request of its own, down to the message at fault, refused alone.
+  // What a half wrote is skipped if the batcher retries the batch.
+  async #produceApart (items, failure) {
+    if (items.length === 1) {
+      this.#unwritten++
+      return [new Unwritten(failure, false)]
+    }
+    const mid = items.length >>> 1
+    const out = []
+    for (const half of [items.slice(0, mid), items.slice(mid)]) {
+      const results = await this.#produce(half)
+      for (let i = 0; i < half.length; i++) {
+        if (!(results[i] instanceof Unwritten)) half[i].written = results[i]
+        out.push(results[i])
+      }
+    }
     return out
   }
 
@@ -518,7 +524,7 @@ function refuse (error) {
 }
 
 function settledOne (value) {
-  if (value instanceof Unwritten) throw rejection(value.error, 'unknown')
+  if (value instanceof Unwritten) throw rejection(value.error, value.written)
   return value
 }
 
@@ -592,6 +598,7 @@ function wrapProducer (producer, options) {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
   }
   ensureKafkajsPatch()
+  checkProducer(producer)
   return new WrappedProducer(producer, resolved)
 }
 

@@ -23,11 +23,15 @@
 //   record-encoder.js, the same bytes written once.
 //
 // The mechanism is require.cache: a module entry for each file, made before
-// kafkajs's producer requires it. No hook on every require, and nothing at
-// all for a process without kafkajs beyond one failed resolution.
+// kafkajs's producer requires it. Made for the kafkajs the application
+// loads, wherever it is: for the one resolved from its main module or
+// working directory at once, and for any other when its producer's file is
+// first compiled (a wrapper of the loader's '.js' compile, which sees each
+// file once, not each require). No hook on resolution.
 const fs = require('node:fs')
 const Module = require('node:module')
 const path = require('node:path')
+const { wrap } = require('../core/patch')
 
 // Each file's length and a 64-bit hash of its bytes (fingerprint() below).
 const SEND_MESSAGES = 'src/producer/sendMessages.js'
@@ -56,9 +60,13 @@ const kState = Symbol.for('io-hygiene.kafkajs.patch.v1')
 
 // One state per process, shared by every copy of io-hygiene:
 // 'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'.
-// `pending`: the content check still to run, if any (see putInPlace()).
+// `pending`: the content checks still to run, if any (see putInPlace()).
+// `loggers`: the loggers of producers made by a corrected kafkajs (a kafkajs
+// producer's logger() is the one its sendMessages is given).
+// `hooked`: the loader's '.js' compile watches for kafkajs.
 function state () {
   globalThis[kState] ??= { status: 'not-installed', dir: null, warned: false, pending: null }
+  globalThis[kState].loggers ??= new WeakSet()
   return globalThis[kState]
 }
 
@@ -252,8 +260,10 @@ function isKnownKafkajs (dir) {
   }
 }
 
-// The kafkajs the application would load: resolved from its main module,
-// then the working directory.
+// The kafkajs the application would likely load: resolved from its main
+// module, then the working directory. Under -r or --import there is no main
+// module yet, and the working directory may be anywhere: the load hook
+// (hookLoads()) corrects whichever kafkajs is loaded in the end.
 function findKafkajs () {
   const from = [require.main?.path, process.cwd()].filter(Boolean)
   try {
@@ -272,11 +282,63 @@ function warnOnce (s, message) {
   process.emitWarning(message, { code: 'IO_HYGIENE_KAFKAJS_NOT_PATCHED', type: 'IoHygieneWarning' })
 }
 
-// Puts the corrected files in require.cache. Returns the undo, which removes
-// the entries if they are still ours (a kafkajs loaded meanwhile keeps what
-// it captured).
-function installKafkajsPatch ({ dir = findKafkajs() } = {}) {
+const PRODUCER_FILE = path.join('kafkajs', MESSAGE_PRODUCER)
+
+// The kafkajs whose producer is already loaded, if any (a scan of
+// require.cache, once per install).
+function loadedKafkajs () {
+  for (const filename of Object.keys(require.cache)) {
+    if (filename.endsWith(PRODUCER_FILE)) return filename.slice(0, -MESSAGE_PRODUCER.length - 1)
+  }
+  return null
+}
+
+// Puts the corrected files in require.cache: for `dir` when given, else
+// for the kafkajs the application loads. Returns the undo, which removes the
+// entries if they are still ours (a kafkajs loaded meanwhile keeps what it
+// captured).
+function installKafkajsPatch (options = {}) {
   const s = state()
+  if (Object.hasOwn(options, 'dir')) return installAt(s, options.dir)
+  const loaded = loadedKafkajs()
+  if (loaded !== null) return installAt(s, loaded)
+  const undoAt = installAt(s, findKafkajs())
+  const undoHook = hookLoads(s)
+  return () => {
+    undoHook()
+    undoAt()
+  }
+}
+
+// Watches the loader's '.js' compile for a kafkajs producer's file, and puts
+// the corrected files of that kafkajs in place just before it is compiled
+// (it requires them as it runs). A file compiles once, so the check runs
+// once per file the process loads; a cached require never reaches it.
+function hookLoads (s) {
+  if (s.hooked) return nothing
+  s.hooked = true
+  const undos = []
+  const unwrap = wrap(Module._extensions, '.js', (compile) => function (module, filename) {
+    if (filename.endsWith(PRODUCER_FILE)) undos.push(installBeforeLoad(s, filename.slice(0, -MESSAGE_PRODUCER.length - 1)))
+    return compile.call(this, module, filename)
+  })
+  return () => {
+    if (unwrap()) s.hooked = false
+    for (const undo of undos) undo()
+  }
+}
+
+// The producer of `dir` is being compiled: its files go in place unless one
+// is loaded already (then it keeps kafkajs's own).
+function installBeforeLoad (s, dir) {
+  const entry = require.cache[path.join(dir, SEND_MESSAGES)]
+  if (entry?.[kState] === true) return nothing
+  if (entry !== undefined) return installAt(s, dir)
+  s.dir = dir
+  return putInPlace(s, dir)
+}
+
+function installAt (s, dir) {
   if (dir === null) {
     s.status = 'not-found'
     return nothing
@@ -305,7 +367,7 @@ function installKafkajsPatch ({ dir = findKafkajs() } = {}) {
 function putInPlace (s, dir) {
   let known = null // null: not checked yet
   const entries = [
-    { filename: path.join(dir, SEND_MESSAGES), corrected: () => createSendMessagesFactory(dir) },
+    { filename: path.join(dir, SEND_MESSAGES), corrected: () => remembering(s, createSendMessagesFactory(dir)) },
     { filename: path.join(dir, GROUP_MESSAGES), corrected: () => groupMessagesPerPartition },
     // Loaded with kafkajs's produce request, not at start-up.
     { filename: path.join(dir, RECORD), corrected: () => require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD))) },
@@ -357,9 +419,11 @@ function putInPlace (s, dir) {
   }
 
   // In place, not yet checked: 'patched' is the answer unless the check says
-  // otherwise, and kafkajsPatchStatus() runs it before it answers.
+  // otherwise, and kafkajsPatchStatus() runs it (and any other copy's)
+  // before it answers.
   s.status = 'patched'
-  s.pending = check
+  const before = s.pending
+  s.pending = before === null ? check : () => { before(); check() }
   return () => {
     // Undone before anything read the entries: nothing to check, and a module
     // someone still holds loads the file itself.
@@ -370,6 +434,29 @@ function putInPlace (s, dir) {
     for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
     if (s.status === 'patched') s.status = 'not-installed'
   }
+}
+
+// The corrected sendMessages, remembering each producer it serves.
+function remembering (s, createSendMessages) {
+  return function (options) {
+    s.loggers.add(options.logger)
+    return createSendMessages(options)
+  }
+}
+
+// wrapProducer()'s check: a producer made by a kafkajs that is not corrected
+// keeps the retry that can acknowledge unwritten messages; said once, loudly,
+// unless the operator turned the patch off.
+function checkProducer (producer) {
+  const s = state()
+  if (s.status === 'off') return
+  kafkajsPatchStatus()
+  let logger
+  try {
+    logger = producer.logger()
+  } catch {}
+  if (s.loggers.has(logger)) return
+  warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): its retry can acknowledge unwritten messages on a cluster. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
 }
 
 // kafkajs's own export of a file whose require.cache entry is ours, loaded
@@ -432,4 +519,4 @@ function ensureKafkajsPatch (env = process.env) {
   installKafkajsPatch()
 }
 
-module.exports = { installKafkajsPatch, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, kUnwritten, KNOWN }
+module.exports = { installKafkajsPatch, checkProducer, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, kUnwritten, KNOWN }

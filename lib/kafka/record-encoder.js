@@ -88,52 +88,45 @@ function fieldSize (size) {
   return varIntSize(zigzag(size)) + Math.max(size, 0)
 }
 
-// The bytes of the record's headers, or -1 when kafkajs's encoder must take
-// them. kafkajs writes one header per value, an array's items in order.
-function headersSize (headers, names) {
-  let bytes = 0
-  for (const name of names) {
-    const value = headers[name]
-    const nameBytes = fieldSize(Buffer.byteLength(name))
-    if (Array.isArray(value)) {
-      for (const item of value) {
-        const size = byteSize(item)
-        if (size < 0) return -1
-        bytes += nameBytes + fieldSize(size)
-      }
-    } else {
-      const size = byteSize(value)
-      if (size < 0) return -1
-      bytes += nameBytes + fieldSize(size)
-    }
-  }
-  return bytes
-}
-
-function headerCount (headers, names) {
-  let count = 0
-  for (const name of names) count += Array.isArray(headers[name]) ? headers[name].length : 1
-  return count
-}
-
-function writeHeaders (buf, at, headers, names) {
+// The record's headers, each value read once (a getter or a Proxy may answer
+// differently each time): [name, nameSize, value, valueSize] per header, an
+// array's items in order, as kafkajs writes them; null when kafkajs's
+// encoder must take them.
+function flattenHeaders (headers, names) {
+  const flat = []
   for (const name of names) {
     const value = headers[name]
     const nameSize = Buffer.byteLength(name)
     if (Array.isArray(value)) {
       for (const item of value) {
-        at = writeBytes(buf, at, name, nameSize)
-        at = writeBytes(buf, at, item, byteSize(item))
+        const size = byteSize(item)
+        if (size < 0) return null
+        flat.push(name, nameSize, item, size)
       }
     } else {
-      at = writeBytes(buf, at, name, nameSize)
-      at = writeBytes(buf, at, value, byteSize(value))
+      const size = byteSize(value)
+      if (size < 0) return null
+      flat.push(name, nameSize, value, size)
     }
+  }
+  return flat
+}
+
+function headersSize (flat) {
+  let bytes = 0
+  for (let i = 0; i < flat.length; i += 4) bytes += fieldSize(flat[i + 1]) + fieldSize(flat[i + 3])
+  return bytes
+}
+
+function writeHeaders (buf, at, flat) {
+  for (let i = 0; i < flat.length; i += 4) {
+    at = writeBytes(buf, at, flat[i], flat[i + 1])
+    at = writeBytes(buf, at, flat[i + 2], flat[i + 3])
   }
   return at
 }
 
-const NO_NAMES = []
+const NO_HEADERS = []
 
 // `Encoder` is kafkajs's class (the batch copies `.buffer` of what a record
 // returns); `original` is kafkajs's own record encoder, for what this one
@@ -146,15 +139,14 @@ function createRecordEncoder (Encoder, original) {
     const keySize = byteSize(key)
     const valueSize = byteSize(value)
     if (keySize === -2 || valueSize === -2) return original(record)
-    let names = NO_NAMES
-    let extra = 0
+    let flat = NO_HEADERS
     if (headers !== undefined) {
       if (headers === null || typeof headers !== 'object' || Array.isArray(headers)) return original(record)
-      names = Object.keys(headers)
-      extra = headersSize(headers, names)
-      if (extra === -1) return original(record)
+      flat = flattenHeaders(headers, Object.keys(headers))
+      if (flat === null) return original(record)
     }
-    const count = names.length === 0 ? 0 : headerCount(headers, names)
+    const count = flat.length / 4
+    const extra = count === 0 ? 0 : headersSize(flat)
     const body = 1 + varLongSize(zigzag(timestampDelta)) + varIntSize(zigzag(offsetDelta)) +
       fieldSize(keySize) + fieldSize(valueSize) + varIntSize(zigzag(count)) + extra
     const total = varIntSize(zigzag(body)) + body
@@ -167,7 +159,7 @@ function createRecordEncoder (Encoder, original) {
     at = writeBytes(buf, at, key, keySize)
     at = writeBytes(buf, at, value, valueSize)
     at = writeVarInt(buf, at, zigzag(count))
-    if (count > 0) at = writeHeaders(buf, at, headers, names)
+    if (count > 0) at = writeHeaders(buf, at, flat)
     // An Encoder holding the record, as kafkajs's returns: its constructor
     // would allocate a buffer only to have it replaced.
     const encoder = Object.create(Encoder.prototype)
