@@ -1,6 +1,7 @@
 'use strict'
 
 // The error classes load with the first refusal: valid options never need them.
+const { sharedSlot } = require('./core/global-slot')
 const errors = () => require('./core/errors')
 const { PREFIX, mayBeOurs } = require('./core/options')
 const { distance } = require('./core/distance')
@@ -132,7 +133,7 @@ const UNKNOWN_ENV = 'IO_HYGIENE_UNKNOWN_ENV'
 const kWarned = Symbol.for('io-hygiene.env.warned.v1')
 
 function warnUnknown (name) {
-  const warned = (globalThis[kWarned] ??= new Set())
+  const warned = sharedSlot(kWarned, () => new Set())
   if (warned.has(name)) return
   warned.add(name)
   process.emitWarning(`${errors().printable(name)} is not a variable this version of io-hygiene reads; it is ignored ` +

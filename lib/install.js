@@ -1,5 +1,6 @@
 'use strict'
 
+const { getSlot, setSlot, deleteSlot } = require('./core/global-slot')
 const { resolve, mayMentionUs } = require('./core/options')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('./core/errors')
@@ -117,7 +118,7 @@ function install (options) {
 // differ, says once which were ignored. Bad options still throw.
 function installFrom (options, origin, how = { preloaded: false }) {
   const resolved = validate(options, fromEnv())
-  const current = globalThis[kState]
+  const current = getSlot(kState)
   if (current) {
     const refused = attach(current, resolved)
     const ignored = [...refused, ...differences(current.resolved, resolved)]
@@ -144,7 +145,7 @@ function installFrom (options, origin, how = { preloaded: false }) {
     for (const undo of undos.reverse()) undo()
     throw err
   }
-  globalThis[kState] = { resolved, handle, undos, origin }
+  setSlot(kState, { resolved, handle, undos, origin })
   return handle
 }
 
@@ -184,9 +185,9 @@ function attach (current, resolved) {
 // other code wrapped a function after us (our wrapper then passes straight
 // through to the original instead).
 function uninstall () {
-  const current = globalThis[kState]
+  const current = getSlot(kState)
   if (!current) return true
-  delete globalThis[kState]
+  deleteSlot(kState)
   let restored = true
   for (const undo of current.undos.reverse()) {
     if (undo() === false) restored = false
@@ -195,7 +196,7 @@ function uninstall () {
 }
 
 function installed () {
-  return globalThis[kState]?.handle ?? null
+  return getSlot(kState)?.handle ?? null
 }
 
 // What `b` asks for that the installation `a` does not have, as

@@ -38,3 +38,12 @@ t.test('undo after a freeze: theirs is served again where it can be; where it ca
     answers: 'ok ok', requests: 2, global: true, restored: false, afterUninstall: 'ok ok', requestsAfter: 2, warnings: [],
   }, 'a frozen slot keeps ours: undo says false and leaves it working')
 })
+
+t.test('install() as a whole on a frozen globalThis: it installs, serves, uninstalls and installs again', async (t) => {
+  const after = await run('install-all-then-freeze')
+  t.same(after, { answers: 'ok ok', lookup: '127.0.0.1', cached: 1, uninstalled: true, again: true, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'] }, 'frozen after install(): the second install() can no longer take the slot, and says so')
+  if (Number(process.versions.node.split('.')[0]) >= 26) {
+    const before = await run('freeze-then-install-all')
+    t.same(before, { answers: 'ok ok', lookup: '127.0.0.1', cached: 1, uninstalled: true, again: true, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'] }, 'frozen before install()')
+  }
+})

@@ -7,8 +7,9 @@
 // Wrappers are remembered in a WeakMap shared through globalThis (so a second
 // copy of io-hygiene finds the first's), not in a property: a patched function
 // must look like the original, down to its own symbols.
+const { sharedSlot } = require('./global-slot')
 const kOriginals = Symbol.for('io-hygiene.originals.v1')
-const originals = globalThis[kOriginals] ??= new WeakMap()
+const originals = sharedSlot(kOriginals, () => new WeakMap())
 
 function wrap (target, name, makeWrapper) {
   const original = target[name]

@@ -3,6 +3,7 @@
 // The dns module: its options, the cache that stands in for dns.lookup and
 // dns.promises.lookup, and the patch that puts it there.
 
+const { getSlot, setSlot, deleteSlot } = require('../core/global-slot')
 const dns = require('node:dns')
 const { syncBuiltinESMExports } = require('node:module')
 const { DnsCache } = require('./cache')
@@ -96,7 +97,7 @@ function build (resolved) {
 const kServing = Symbol.for('io-hygiene.dns.serving.v1')
 
 function currentCache () {
-  const cache = globalThis[kServing]
+  const cache = getSlot(kServing)
   return cache === undefined || cache.closed === true ? null : cache
 }
 
@@ -106,9 +107,9 @@ function installDns (resolved) {
   const undoLookup = wrap(dns, 'lookup', () => cache.lookup)
   const undoPromise = wrap(dns.promises, 'lookup', () => cache.lookupAsync)
   syncBuiltinESMExports()
-  globalThis[kServing] = cache
+  setSlot(kServing, cache)
   function undo () {
-    if (globalThis[kServing] === cache) delete globalThis[kServing]
+    if (getSlot(kServing) === cache) deleteSlot(kServing)
     // A closed cache passes every call to the original, so a wrapper that
     // someone else still holds behaves as if we were gone.
     cache.close()

@@ -28,6 +28,7 @@
 // working directory at once, and for any other when its producer's file is
 // first compiled (a wrapper of the loader's '.js' compile, which sees each
 // file once, not each require). No hook on resolution.
+const { sharedSlot } = require('../core/global-slot')
 const fs = require('node:fs')
 const Module = require('node:module')
 const path = require('node:path')
@@ -65,9 +66,9 @@ const kState = Symbol.for('io-hygiene.kafkajs.patch.v1')
 // producer's logger() is the one its sendMessages is given).
 // `hooked`: the loader's '.js' compile watches for kafkajs.
 function state () {
-  globalThis[kState] ??= { status: 'not-installed', dir: null, warned: false, pending: null }
-  globalThis[kState].loggers ??= new WeakSet()
-  return globalThis[kState]
+  const s = sharedSlot(kState, () => ({ status: 'not-installed', dir: null, warned: false, pending: null }))
+  s.loggers ??= new WeakSet()
+  return s
 }
 
 // The linear grouping: partition -> its messages in call order, the

@@ -1,0 +1,30 @@
+'use strict'
+
+// Process-wide state lives on globalThis under a Symbol.for() key, so that a
+// second loaded copy of io-hygiene finds the first's. A frozen globalThis (a
+// hardened runtime) takes no new property and lets none go: this copy then
+// keeps its own value, and works on alone.
+const own = new Map()
+
+function getSlot (key) {
+  return own.has(key) ? own.get(key) : globalThis[key]
+}
+
+function setSlot (key, value) {
+  if (Reflect.set(globalThis, key, value)) own.delete(key)
+  else own.set(key, value)
+}
+
+function deleteSlot (key) {
+  if (Reflect.deleteProperty(globalThis, key)) own.delete(key)
+  else own.set(key, undefined)
+}
+
+// The shared value, made by make() the first time.
+function sharedSlot (key, make) {
+  let value = getSlot(key)
+  if (value === undefined) setSlot(key, (value = make()))
+  return value
+}
+
+module.exports = { getSlot, setSlot, deleteSlot, sharedSlot }
