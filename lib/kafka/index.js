@@ -3,7 +3,7 @@
 const { createBatcher, checkLimits, queueOptions } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
-const { kafkajsPatchStatus, ensureKafkajsPatch, kUnwritten } = require('./kafkajs-patch')
+const { kafkajsPatchStatus, ensureKafkajsPatch, kOutcome } = require('./kafkajs-patch')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED } = require('../core/errors')
 
 // Defaults, and why, are in docs/kafka.md's options table; a test keeps the two equal.
@@ -125,8 +125,11 @@ class Item {
     // Set when such a request assigned it a partition but was not
     // acknowledged for it: a retry sends it to the same partition.
     this.partition = null
-    // The object handed to kafkajs for this message by the last attempt.
+    // The object handed to kafkajs for this message by the last attempt,
+    // and its position in that attempt's messages array for its topic: the
+    // corrected kafkajs reports partitions by position (kOutcome).
     this.sent = null
+    this.slot = -1
     // Attempts that carried it and may have reached a broker: while none
     // did, a rejection can say it was not written.
     this.sends = 0
@@ -383,9 +386,9 @@ class WrappedProducer {
   }
 
   // The batcher's sink: one sendBatch for the batch, its messages grouped by
-  // topic in call order. Each message's result is the response's entries for
-  // its topic (only its partition when it named one): kafkajs partitions
-  // inside sendBatch and reports one baseOffset per partition.
+  // topic in call order. Each message's result is its own partition's entry
+  // in the response: kafkajs partitions inside sendBatch, and the corrected
+  // kafkajs says where each message went (kOutcome).
   async #sendBatch (items) {
     this.#busy = true
     this.#kicked = false
@@ -419,6 +422,7 @@ class WrappedProducer {
       // A message the failed request assigned a partition goes to it again.
       item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
       item.sends++
+      item.slot = list.length
       list.push(item.sent)
     }
     const { acks, timeout, compression } = items[0].request
@@ -429,7 +433,7 @@ class WrappedProducer {
     try {
       metadata = await this.#producer.sendBatch(request)
     } catch (error) {
-      const failure = this.#failed(items, error)
+      const failure = this.#failed(items, byTopic, error)
       // A failure for good that wrote some of the batch: those resolve.
       if (!isRetriable(failure) && items.some((item) => item.written !== null)) {
         const out = new Array(items.length)
@@ -447,6 +451,21 @@ class WrappedProducer {
       throw failure
     }
     if (!Array.isArray(metadata)) metadata = NO_METADATA
+    const outcome = metadata[kOutcome]
+    // The corrected kafkajs says where each message went: each resolves with
+    // its own partition's entry, and only when the response has one.
+    if (outcome !== undefined) {
+      // Not when kafkajs resolved: a response with no error covers every
+      // partition; if one did not, the rest goes again, as a retry.
+      if (!this.#settleAttempt(items, byTopic, outcome, acks)) {
+        const error = new Error('the produce response did not cover every partition of its request')
+        error.retriable = true
+        throw error
+      }
+      const out = new Array(items.length)
+      for (let i = 0; i < items.length; i++) out[i] = items[i].written
+      return out
+    }
     if (!retry) return results(items, metadata)
     // A retry: what an earlier attempt wrote keeps its own entries.
     const out = results(items, metadata)
@@ -454,29 +473,71 @@ class WrappedProducer {
     return out
   }
 
-  // The corrected kafkajs (kafkajs-patch.js) says which messages a
-  // failed call did not get acknowledged, and their partitions: the others
-  // were written, and resolve with the batch; a retry sends only the rest.
-  #failed (items, error) {
+  // The corrected kafkajs (kafkajs-patch.js) says, on a failed call's error,
+  // where each message went and which partitions no response covered: the
+  // others were written, and resolve with the batch; a retry sends only the
+  // rest, each to the partition it was assigned.
+  #failed (items, byTopic, error) {
     // kafkajs refuses a send on a producer that is not connected before
     // anything goes out; retrying would only wait for deliveryTimeoutMs.
     if (error?.name === 'KafkaJSError' && error.message === 'The producer is disconnected') {
       for (const item of items) if (item.written === null) item.sends--
       return new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
     }
-    const partial = error?.[kUnwritten]
-    if (partial === undefined) return error
-    for (const item of items) {
-      if (item.written !== null) continue
-      const partition = partial.unwritten.get(item.sent)
-      if (partition !== undefined) {
-        item.partition = partition
-        continue
-      }
-      item.written = results([item], partial.entries)[0]
-    }
+    const outcome = error?.[kOutcome]
+    if (outcome !== null && outcome !== undefined) this.#settleAttempt(items, byTopic, outcome, items[0].request.acks)
     return error
   }
+
+  // Marks each message of the attempt written (with its own partition's
+  // entry) or assigned to a partition still to write, by its position in
+  // the messages array this attempt handed over: an outcome of another
+  // attempt (those arrays are made anew each time) says nothing of it.
+  // Returns whether every message of the attempt is written.
+  #settleAttempt (items, byTopic, { assigned, pending, entries }, acks) {
+    const own = ownEntries(entries)
+    let all = true
+    let lastTopic = null
+    let partitions
+    let topicEntries
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]
+      if (item.written !== null) continue
+      if (item.topic !== lastTopic) {
+        lastTopic = item.topic
+        partitions = assigned.get(byTopic.get(lastTopic))
+        topicEntries = own.get(lastTopic)
+      }
+      const partition = partitions?.[item.slot]
+      if (partition === undefined) {
+        all = false
+        continue
+      }
+      const entry = topicEntries?.get(partition)
+      if (entry !== undefined) {
+        item.written = entry
+      } else if (acks === 0 && !pending.has(`${item.topic}\0${partition}`)) {
+        item.written = NO_METADATA
+      } else {
+        item.partition = partition
+        all = false
+      }
+    }
+    return all
+  }
+}
+
+// topic -> partition -> that partition's RecordMetadata as a caller gets it:
+// one frozen array (its entry frozen too), shared by the request's callers
+// of that partition, so that none can see another change it.
+function ownEntries (entries) {
+  const own = new Map()
+  for (const entry of entries) {
+    let partitions = own.get(entry.topicName)
+    if (partitions === undefined) own.set(entry.topicName, (partitions = new Map()))
+    if (!partitions.has(entry.partition)) partitions.set(entry.partition, Object.freeze([Object.freeze(entry)]))
+  }
+  return own
 }
 
 // What a rejection says of a message: false when it provably reached no
@@ -515,7 +576,8 @@ function settledOne (value) {
   return value
 }
 
-// Each message's result: the response's entries for its topic, only its
+// Each message's result from a kafkajs that does not say where each message
+// went (not corrected): the response's entries for its topic, only its
 // partition's when it named one. One frozen array per topic (and per named
 // partition) serves all of a request's callers: no copy per caller, and
 // frozen (entries too), so that no caller can see another change it.
