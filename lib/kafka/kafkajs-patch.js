@@ -107,17 +107,20 @@ function createSendMessagesFactory (dir) {
           logger.debug('Producing to topic without metadata', { topic, targetTopics: Array.from(cluster.targetTopics) })
           throw new KafkaJSMetadataNotLoaded('Producing to topic without metadata')
         }
+        // One tight loop around the partitioner (no key built per message):
+        // the event loop is held for the whole of it.
         const partitions = new Array(messages.length)
+        const perPartition = new Map()
         for (let i = 0; i < messages.length; i++) {
           const message = messages[i]
           // As kafkajs reads its grouping's keys back: a number.
           const partition = Number(partitioner({ topic, partitionMetadata, message }))
           partitions[i] = partition
-          const key = `${topic}\0${partition}`
-          const entry = pending.get(key)
-          if (entry === undefined) pending.set(key, { topic, partition, messages: [message] })
-          else entry.messages.push(message)
+          const list = perPartition.get(partition)
+          if (list === undefined) perPartition.set(partition, [message])
+          else list.push(message)
         }
+        for (const [partition, list] of perPartition) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list })
         assigned.set(messages, partitions)
       }
       return { pending, assigned }
