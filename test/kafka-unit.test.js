@@ -228,28 +228,21 @@ t.test('with overflow "reject", a call that does not fit whole is refused whole,
 })
 
 t.test('a request that failed in part: the written messages resolve with the batch, the rest go again to the same partitions', async (t) => {
-  const { kUnwritten } = require('../lib/kafka/kafkajs-patch')
   let calls = 0
   const producer = fakeProducer({
     sendBatch: (request) => {
-      const messages = request.topicMessages[0].messages
       if (++calls === 1) {
         // As the corrected kafkajs reports it: 'a' written to partition 0,
         // 'b' and 'c' assigned partitions 1 and 2 but not acknowledged.
         const error = Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' })
-        error[kUnwritten] = {
-          unwritten: new Map([[messages[1], 1], [messages[2], 2]]),
-          entries: [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '10' }],
-        }
-        throw error
+        throw partialFailure(error, request, [[0, 1, 2]], [1, 2], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '10' }])
       }
       if (calls === 2) {
         // Again in part: 'b' written this time, 'c' not.
         const error = Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' })
-        error[kUnwritten] = { unwritten: new Map([[messages[1], 2]]), entries: [{ topicName: 't', partition: 1, errorCode: 0, baseOffset: '15' }] }
-        throw error
+        throw partialFailure(error, request, [[1, 2]], [2], [{ topicName: 't', partition: 1, errorCode: 0, baseOffset: '15' }])
       }
-      return messages.map((m) => ({ topicName: 't', partition: m.partition, errorCode: 0, baseOffset: '20' }))
+      return request.topicMessages[0].messages.map((m) => ({ topicName: 't', partition: m.partition, errorCode: 0, baseOffset: '20' }))
     },
   })
   const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
@@ -312,10 +305,15 @@ t.test('out of time behind a request in flight: never handed to kafkajs, so not 
 })
 
 // As the corrected kafkajs reports a request that wrote some partitions and
-// then failed: `unwritten` holds the messages not acknowledged.
-function partialFailure (error, unwritten, entries) {
-  const { kUnwritten } = require('../lib/kafka/kafkajs-patch')
-  error[kUnwritten] = { unwritten: new Map(unwritten), entries }
+// then failed: `partitions`, each topic's messages' partitions by position;
+// `pending`, the partitions of topic 't' not acknowledged.
+function partialFailure (error, request, partitions, pending, entries) {
+  const { kOutcome } = require('../lib/kafka/kafkajs-patch')
+  error[kOutcome] = {
+    assigned: new Map(request.topicMessages.map(({ messages }, i) => [messages, partitions[i]])),
+    pending: new Set(pending.map((p) => `t\0${p}`)),
+    entries,
+  }
   return error
 }
 
@@ -323,9 +321,8 @@ t.test('a request that wrote some partitions, then failed with an error not retr
   const fatal = Object.assign(new Error('topic authorization failed'), { name: 'KafkaJSProtocolError', retriable: false })
   const producer = fakeProducer({
     sendBatch: (request) => {
-      const [, b] = request.topicMessages[0].messages
       // 'a' and 'c' written to partition 0; 'b' (partition 1) refused.
-      throw partialFailure(fatal, [[b, 1]], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '7' }])
+      throw partialFailure(fatal, request, [[0, 1, 0]], [1], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '7' }])
     },
   })
   const wrapped = wrapProducer(producer, { flushOnSignals: false })
@@ -344,9 +341,8 @@ t.test('a call of several messages, some written and the rest failed for good: i
   let calls = 0
   const producer = fakeProducer({
     sendBatch: (request) => {
-      const messages = request.topicMessages.flatMap((tm) => tm.messages)
       if (++calls > 1) throw Object.assign(new Error('not authorized'), { name: 'KafkaJSProtocolError', retriable: false })
-      throw partialFailure(fatal, [[messages[1], 1]], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '3' }, { topicName: 'u', partition: 0, errorCode: 0, baseOffset: '4' }])
+      throw partialFailure(fatal, request, [[0, 1], [0]], [1], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '3' }, { topicName: 'u', partition: 0, errorCode: 0, baseOffset: '4' }])
     },
   })
   const wrapped = wrapProducer(producer, { flushOnSignals: false })
@@ -360,9 +356,8 @@ t.test('written by a request that failed, then out of time while the rest is ret
   let calls = 0
   const producer = fakeProducer({
     sendBatch: (request) => {
-      const [, b] = request.topicMessages[0].messages
       if (++calls === 1) {
-        throw partialFailure(Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' }), [[b, 1]], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '5' }])
+        throw partialFailure(Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' }), request, [[0, 1]], [1], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '5' }])
       }
       return new Promise(() => {})
     },
@@ -400,4 +395,45 @@ t.test('a request that fails to encode, or that the broker refuses as malformed,
     t.equal(wrapped.stats().rejected, 1, `${name}: counted once`)
     await wrapped.disconnect()
   }
+})
+
+t.test('an outcome that is not of this attempt\'s messages marks none of them written', async (t) => {
+  let calls = 0
+  const producer = fakeProducer({
+    sendBatch: (request) => {
+      if (++calls === 1) {
+        // Arrays of some other request: says nothing of these messages.
+        const other = { topicMessages: [{ topic: 't', messages: [{ value: 'a' }, { value: 'b' }] }] }
+        throw partialFailure(Object.assign(new Error('not leader'), { retriable: true }), other, [[0, 1]], [1], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '1' }])
+      }
+      return request.topicMessages[0].messages.map((m, i) => ({ topicName: 't', partition: i, errorCode: 0, baseOffset: '2' }))
+    },
+  })
+  const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+  await Promise.all(['a', 'b'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+  t.same(producer.calls.requests[1].topicMessages[0].messages.map((m) => [m.value, m.partition]), [['a', undefined], ['b', undefined]], 'both sent again, as they were')
+  await wrapped.disconnect()
+})
+
+t.test('a result that does not cover a message\'s partition does not resolve it: that message goes again', async (t) => {
+  const { kOutcome } = require('../lib/kafka/kafkajs-patch')
+  let calls = 0
+  const producer = fakeProducer({
+    sendBatch: (request) => {
+      const messages = request.topicMessages[0].messages
+      const entries = [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: String(++calls) }]
+      // 'b' assigned partition 1 the first time, and no entry for it.
+      const partitions = calls === 1 ? [0, 1] : messages.map((m) => m.partition ?? 0)
+      if (calls > 1) entries.push({ topicName: 't', partition: 1, errorCode: 0, baseOffset: String(calls) })
+      Object.defineProperty(entries, kOutcome, { value: { assigned: new Map([[messages, partitions]]), pending: new Set(), entries } })
+      return entries
+    },
+  })
+  const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+  const [a, b] = await Promise.all(['a', 'b'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+  t.equal(calls, 2)
+  t.same(producer.calls.requests[1].topicMessages[0].messages.map((m) => [m.value, m.partition]), [['b', 1]], 'only b, to its partition')
+  t.same(a.map((e) => [e.partition, e.baseOffset]), [[0, '1']])
+  t.same(b.map((e) => [e.partition, e.baseOffset]), [[1, '2']])
+  await wrapped.disconnect()
 })

@@ -7,7 +7,7 @@
 // state. The same on a real cluster: kafka-cluster.test.js.
 const t = require('tap')
 const path = require('node:path')
-const { createSendMessagesFactory, kUnwritten } = require('../lib/kafka/kafkajs-patch')
+const { createSendMessagesFactory, kOutcome } = require('../lib/kafka/kafkajs-patch')
 
 const dir = path.dirname(require.resolve('kafkajs'))
 const original = require(path.join(dir, 'src/producer/sendMessages.js'))
@@ -200,8 +200,9 @@ t.test('giving up: the error says which messages were not acknowledged, and thei
   const req = request()
   const error = await s.make(ours, { retries: 2 })(req).catch((e) => e)
   t.equal(error.name, 'KafkaJSNumberOfRetriesExceeded')
-  const { unwritten, entries } = error[kUnwritten]
-  t.same([...unwritten].map(([m, p]) => [m.value, p]), [['1a', 1], ['1b', 1]])
+  const { assigned, pending, entries } = error[kOutcome]
+  t.same(assigned.get(req.topicMessages[0].messages), [0, 0, 1, 1], 'each message\'s partition, by position')
+  t.same([...pending.keys()], ['t\u00001'], 'the partition not acknowledged')
   t.same(entries.map((e) => e.partition), [0], 'what was written')
   t.equal(s.cluster.refreshes, 3, 'metadata refreshed after each failed attempt')
 })
@@ -211,7 +212,7 @@ t.test('an error a caller must see is not retried', async (t) => {
   const error = await s.make(ours)(request()).catch((e) => e)
   t.equal(error.type, 'MESSAGE_TOO_LARGE')
   t.equal(s.brokers.get(2).calls, 1, 'sent once')
-  t.ok(error[kUnwritten].unwritten.size === 2)
+  t.same([...error[kOutcome].pending.keys()], ['t\u00001'])
 })
 
 t.test('acks=0: done when sent, no results', async (t) => {
@@ -264,4 +265,113 @@ t.test('in a transaction: partitions added to it before they are written; a brok
   const error = await broken.make(ours)(request()).catch((e) => e)
   t.equal(error.type, 'OUT_OF_ORDER_SEQUENCE_NUMBER', 'no fresh producer id: that would abandon the transaction')
   t.equal(broken.eos.initProducerIds, 0)
+})
+
+t.test('the grouping and the partitions read own properties only: a polluted Object.prototype sends nothing astray', async (t) => {
+  const { groupMessagesPerPartition } = require('../lib/kafka/kafkajs-patch')
+  const polluted = []
+  Object.prototype[0] = polluted // eslint-disable-line no-extend-native
+  t.teardown(() => { delete Object.prototype[0] })
+  const partitionMetadata = [{ partitionId: 0, leader: 1 }, { partitionId: 1, leader: 2 }]
+  const messages = [{ key: '0', value: 'a' }, { key: '1', value: 'b' }]
+  const grouped = groupMessagesPerPartition({ topic: 't', partitionMetadata, messages, partitioner: ({ message }) => Number(message.key) })
+  t.same(Object.keys(grouped), ['0', '1'], 'every partition an own key')
+  t.same(grouped[0], [messages[0]])
+  const s = scripted({ leaders: [1, 2] })
+  const result = await s.make(ours)(request())
+  t.same(covered(result), [0, 1], 'every partition acknowledged')
+  t.same(s.log.map(([node, p]) => [node, p]).sort(), [[1, 0], [2, 1]], 'partition 0 written too')
+  t.same(polluted, [], 'nothing went into the prototype\'s array')
+})
+
+// wrapProducer() on the corrected sendMessages itself, with the scripted
+// cluster underneath: what each caller of a batch gets when a request fails
+// in part. `partitioner` decides each message's partition.
+function wrapped (s, { partitioner, retry = { retries: 1 } } = {}) {
+  const { wrapProducer } = require('../lib/kafka')
+  const sendMessages = ours({
+    logger: { debug () {}, info () {}, warn () {}, error () {} },
+    cluster: s.cluster,
+    eosManager: s.eos,
+    partitioner,
+    retrier: createRetry({ initialRetryTime: 1, maxRetryTime: 5, factor: 0, multiplier: 1, ...retry }),
+  })
+  const producer = {
+    events: {},
+    connect: async () => {},
+    disconnect: async () => {},
+    isIdempotent: () => false,
+    on: () => () => {},
+    logger: () => ({ info () {} }),
+    transaction: async () => ({}),
+    // As kafkajs's producer: its topicMessages (one entry per topic) to sendMessages.
+    sendBatch: ({ acks = -1, timeout, compression, topicMessages }) => sendMessages({ acks, timeout, compression, topicMessages }),
+  }
+  return wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+}
+
+t.test('one message object sent twice, one copy refused at first: each copy written once, each call with its own partition', async (t) => {
+  // Broker 2, partition 1's leader, fails until kafkajs gives up once.
+  const s = scripted({
+    leaders: [1, 2],
+    script: (broker, _, call) => {
+      if (broker.nodeId === 2 && call <= 2) throw createErrorFromCode(NOT_LEADER)
+    },
+  })
+  let counter = 0
+  // A round robin, as kafkajs's for keyless messages: the copies go to partitions 0 and 1.
+  const producer = wrapped(s, { partitioner: ({ message }) => message.partition ?? counter++ % 2 })
+  const heartbeat = { value: 'heartbeat' }
+  const results = await Promise.all([producer.send({ topic: 't', messages: [heartbeat] }), producer.send({ topic: 't', messages: [heartbeat] })])
+  t.same(s.log.map(([, p, , values]) => [p, values]), [[0, ['heartbeat']], [1, ['heartbeat']]], 'written twice, once per send')
+  t.same(results.map((r) => r.map((e) => e.partition)), [[0], [1]], 'each send resolves with its own partition')
+  await producer.disconnect()
+})
+
+t.test('each send of a batch resolves with its own partition\'s RecordMetadata, as kafkajs\'s send() does', async (t) => {
+  const s = scripted({ leaders: [1, 2] })
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
+  const results = await Promise.all(['0', '1', '1'].map((key) => producer.send({ topic: 't', messages: [{ key, value: key }] })))
+  t.same(results.map((r) => r.map((e) => e.partition)), [[0], [1], [1]])
+  t.ok(Object.isFrozen(results[1]) && results[1] === results[2], 'one frozen array per partition, shared by its callers')
+  const both = await producer.sendBatch({ topicMessages: [{ topic: 't', messages: [{ key: '1', value: 'x' }, { key: '0', value: 'y' }] }] })
+  t.same(both.map((e) => e.partition), [1, 0], 'a call of several: the partitions of its messages')
+  const blind = await Promise.all(['0', '1'].map((key) => producer.send({ topic: 't', acks: 0, messages: [{ key, value: key }] })))
+  t.same(blind, [[], []], 'acks=0: no RecordMetadata, once the request went out')
+  t.equal(s.log.flatMap(([, , , values]) => values).length, 7, 'every message written')
+  await producer.disconnect()
+})
+
+t.test('an error kafkajs throws again carries nothing of an earlier call: no message taken for written on its word', async (t) => {
+  // Not retried by kafkajs, retried by wrapProducer() (its cause is
+  // retriable); thrown again by the next call before it assigns anything,
+  // as kafkajs hands one connection error to every request in flight.
+  const shared = createErrorFromCode(MESSAGE_TOO_LARGE)
+  shared.cause = { retriable: true }
+  let failures = 0
+  const s = scripted({
+    leaders: [1, 2],
+    script: (broker) => {
+      if (broker.nodeId === 2 && failures++ === 0) throw shared
+    },
+  })
+  let calls = 0
+  const refresh = s.cluster.refreshMetadataIfNecessary
+  s.cluster.refreshMetadataIfNecessary = async function () {
+    if (++calls === 2) throw shared
+    return refresh.call(this)
+  }
+  const producer = wrapped(s, { partitioner: ({ message }) => message.partition ?? Number(message.key) })
+  const results = await Promise.all(['0', '1'].map((key) => producer.send({ topic: 't', messages: [{ key, value: key }] })))
+  t.same(s.log.map(([, p, , values]) => [p, values]), [[0, ['0']], [1, ['1']]], 'partition 1 written, by the third call')
+  t.same(results.map((r) => r.map((e) => e.partition)), [[0], [1]])
+  await producer.disconnect()
+})
+
+t.test('a partition without a leader (an election under way) waits, with fresh metadata, for the next attempt', async (t) => {
+  const s = scripted({ leaders: [1, -1], onRefresh: (leaders) => { leaders[1] = 2 } })
+  const result = await s.make(ours)(request())
+  t.same(covered(result), [0, 1])
+  t.same(s.log.map(([node, p]) => [node, p]), [[1, 0], [2, 1]], 'partition 1 sent once it had a leader')
+  t.equal(s.cluster.refreshes, 1)
 })

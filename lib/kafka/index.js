@@ -4,9 +4,10 @@ const { createBatcher, checkLimits, queueOptions, drainHooks } = require('../bat
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
-const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer, kUnwritten } = require('./kafkajs-patch')
+const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer, kOutcome } = require('./kafkajs-patch')
+const { NO_METADATA, Unwritten, ownEntries, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_KAFKA_SEND_FAILED, ERR_IO_HYGIENE_TIMEOUT } = require('../core/errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_TIMEOUT } = require('../core/errors')
 
 // Defaults, and why, are in docs/kafka.md's options table; a test keeps the two equal.
 const spec = {
@@ -83,17 +84,6 @@ function requestGroup (acks, timeout, compression) {
 // Indexed by acks + 1 (acks is -1, 0 or 1).
 const PLAIN_REQUESTS = [-1, 0, 1].map((acks) => requestGroup(acks, undefined, undefined))
 
-const NO_METADATA = Object.freeze([])
-
-// A message's result when the batch's request failed for good after it had
-// written some of the batch's other messages: those resolve, this one rejects.
-class Unwritten {
-  constructor (error, written = 'unknown') {
-    this.error = error
-    this.written = written
-  }
-}
-
 // The batcher works on messages: the one record a message costs us besides
 // its caller's promise and the batcher's. `request` holds what must be equal
 // within one Produce request.
@@ -109,8 +99,11 @@ class Item {
     // Set when such a request assigned it a partition but was not
     // acknowledged for it: a retry sends it to the same partition.
     this.partition = null
-    // The object handed to kafkajs for this message by the last attempt.
+    // The object handed to kafkajs for this message by the last attempt,
+    // and its position in that attempt's messages array for its topic: the
+    // corrected kafkajs reports partitions by position (kOutcome).
     this.sent = null
+    this.slot = -1
     // Attempts that carried it and may have reached a broker: while none
     // did, a rejection can say it was not written.
     this.sends = 0
@@ -375,9 +368,9 @@ class WrappedProducer {
   }
 
   // The batcher's sink: one sendBatch for the batch, its messages grouped by
-  // topic in call order. Each message's result is the response's entries for
-  // its topic (only its partition when it named one): kafkajs partitions
-  // inside sendBatch and reports one baseOffset per partition.
+  // topic in call order. Each message's result is its own partition's entry
+  // in the response: kafkajs partitions inside sendBatch, and the corrected
+  // kafkajs says where each message went (kOutcome).
   async #sendBatch (items) {
     this.#busy = true
     this.#kicked = false
@@ -411,6 +404,7 @@ class WrappedProducer {
       // A message the failed request assigned a partition goes to it again.
       item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
       item.sends++
+      item.slot = list.length
       list.push(item.sent)
     }
     const { acks, timeout, compression } = items[0].request
@@ -421,7 +415,7 @@ class WrappedProducer {
     try {
       metadata = await this.#producer.sendBatch(request)
     } catch (error) {
-      const failure = this.#failed(items, error)
+      const failure = this.#failed(items, byTopic, error)
       if (isEncodingFailure(failure)) return this.#produceApart(items, failure)
       // A failure for good that wrote some of the batch: those resolve.
       if (!isRetriable(failure) && items.some((item) => item.written !== null)) {
@@ -440,6 +434,21 @@ class WrappedProducer {
       throw failure
     }
     if (!Array.isArray(metadata)) metadata = NO_METADATA
+    const outcome = metadata[kOutcome]
+    // The corrected kafkajs says where each message went: each resolves with
+    // its own partition's entry, and only when the response has one.
+    if (outcome !== undefined) {
+      // Not when kafkajs resolved: a response with no error covers every
+      // partition; if one did not, the rest goes again, as a retry.
+      if (!this.#settleAttempt(items, byTopic, outcome, acks)) {
+        const error = new Error('the produce response did not cover every partition of its request')
+        error.retriable = true
+        throw error
+      }
+      const out = new Array(items.length)
+      for (let i = 0; i < items.length; i++) out[i] = items[i].written
+      return out
+    }
     if (!retry) return results(items, metadata)
     // A retry: what an earlier attempt wrote keeps its own entries.
     const out = results(items, metadata)
@@ -467,121 +476,58 @@ class WrappedProducer {
     return out
   }
 
-  // The corrected kafkajs (kafkajs-patch.js) says which messages a
-  // failed call did not get acknowledged, and their partitions: the others
-  // were written, and resolve with the batch; a retry sends only the rest.
-  #failed (items, error) {
+  // The corrected kafkajs (kafkajs-patch.js) says, on a failed call's error,
+  // where each message went and which partitions no response covered: the
+  // others were written, and resolve with the batch; a retry sends only the
+  // rest, each to the partition it was assigned.
+  #failed (items, byTopic, error) {
     // kafkajs refuses a send on a producer that is not connected before
     // anything goes out; retrying would only wait for deliveryTimeoutMs.
     if (error?.name === 'KafkaJSError' && error.message === 'The producer is disconnected') {
       for (const item of items) if (item.written === null) item.sends--
       return new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
     }
-    const partial = error?.[kUnwritten]
-    if (partial === undefined) return error
-    for (const item of items) {
+    const outcome = error?.[kOutcome]
+    if (outcome !== null && outcome !== undefined) this.#settleAttempt(items, byTopic, outcome, items[0].request.acks)
+    return error
+  }
+
+  // Marks each message of the attempt written (with its own partition's
+  // entry) or assigned to a partition still to write, by its position in
+  // the messages array this attempt handed over: an outcome of another
+  // attempt (those arrays are made anew each time) says nothing of it.
+  // Returns whether every message of the attempt is written.
+  #settleAttempt (items, byTopic, { assigned, pending, entries }, acks) {
+    const own = ownEntries(entries)
+    let all = true
+    let lastTopic = null
+    let partitions
+    let topicEntries
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]
       if (item.written !== null) continue
-      const partition = partial.unwritten.get(item.sent)
-      if (partition !== undefined) {
-        item.partition = partition
+      if (item.topic !== lastTopic) {
+        lastTopic = item.topic
+        partitions = assigned.get(byTopic.get(lastTopic))
+        topicEntries = own.get(lastTopic)
+      }
+      const partition = partitions?.[item.slot]
+      if (partition === undefined) {
+        all = false
         continue
       }
-      item.written = results([item], partial.entries)[0]
-    }
-    return error
-  }
-}
-
-// What a rejection says of a message: false when it provably reached no
-// broker (refused before it was queued, never handed to kafkajs, or refused
-// by kafkajs before anything went out), otherwise 'unknown': a request that
-// carried it may have been written before it failed.
-function writtenOf (item) {
-  return item.sends > 0 ? 'unknown' : false
-}
-
-// The error a caller sees: ours carry `written` themselves; a kafkajs error
-// is wrapped per call (it is shared by every caller of its batch), and kept
-// as `cause`.
-function rejection (error, written) {
-  const ours = typeof error?.code === 'string' && error.code.startsWith('ERR_IO_HYGIENE_') && error.code !== 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED'
-  // An error of ours already told another caller something else is not
-  // changed under that caller: this one gets its own.
-  const agrees = (error?.written ?? written) === written
-  if (ours && agrees) {
-    error.written = written
-    return error
-  }
-  const wrapped = new ERR_IO_HYGIENE_KAFKA_SEND_FAILED('a kafka send()', { cause: error })
-  wrapped.written = written
-  return wrapped
-}
-
-// Refused before anything was queued.
-function refuse (error) {
-  error.written = false
-  return Promise.reject(error)
-}
-
-function settledOne (value) {
-  if (value instanceof Unwritten) throw rejection(value.error, value.written)
-  return value
-}
-
-// Each message's result: the response's entries for its topic, only its
-// partition's when it named one. One frozen array per topic (and per named
-// partition) serves all of a request's callers: no copy per caller, and
-// frozen (entries too), so that no caller can see another change it.
-function results (items, metadata) {
-  const byTopic = new Map()
-  for (const entry of metadata) {
-    Object.freeze(entry)
-    const list = byTopic.get(entry.topicName)
-    if (list === undefined) byTopic.set(entry.topicName, [entry])
-    else list.push(entry)
-  }
-  for (const list of byTopic.values()) Object.freeze(list)
-  const out = new Array(items.length)
-  let byPartition = null
-  let lastTopic = null
-  let last = NO_METADATA
-  for (let i = 0; i < items.length; i++) {
-    const item = items[i]
-    const partition = item.message.partition
-    if (Number.isInteger(partition)) {
-      byPartition ??= new Map()
-      const key = `${item.topic}\0${partition}`
-      let own = byPartition.get(key)
-      if (own === undefined) {
-        own = Object.freeze((byTopic.get(item.topic) ?? NO_METADATA).filter((entry) => entry.partition === partition))
-        byPartition.set(key, own)
+      const entry = topicEntries?.get(partition)
+      if (entry !== undefined) {
+        item.written = entry
+      } else if (acks === 0 && !pending.has(`${item.topic}\0${partition}`)) {
+        item.written = NO_METADATA
+      } else {
+        item.partition = partition
+        all = false
       }
-      out[i] = own
-      continue
     }
-    if (item.topic !== lastTopic) {
-      lastTopic = item.topic
-      last = byTopic.get(lastTopic) ?? NO_METADATA
-    }
-    out[i] = last
+    return all
   }
-  return out
-}
-
-// A call's RecordMetadata: one entry per topic and partition, the first
-// request's when its messages went out in more than one.
-function merge (lists) {
-  const seen = new Set()
-  const out = []
-  for (const list of lists) {
-    for (const entry of list) {
-      const id = `${entry.topicName}\0${entry.partition}`
-      if (seen.has(id)) continue
-      seen.add(id)
-      out.push(entry)
-    }
-  }
-  return Object.freeze(out)
 }
 
 // Decorates a kafkajs producer (duck-typed: connect, disconnect, sendBatch,

@@ -52,11 +52,15 @@ const KNOWN = {
   'src/protocol/encoder.js': '10222:46b4bc84e756342b',
 }
 
-// What a failed call leaves on its error for wrapProducer(): the messages not
-// acknowledged, each with the partition it was assigned, so that a retry
-// sends them to the same partition (the idempotent producer's sequence
-// numbers can then drop a copy the broker wrote without answering).
-const kUnwritten = Symbol.for('io-hygiene.kafkajs.unwritten.v1')
+// What a call leaves for wrapProducer(), on its result (a non-enumerable
+// property) and on its error: `assigned`, each messages array of the request
+// -> the partition of each message by its position (records, not objects:
+// one object may be sent twice, to two partitions); `pending`, the
+// "topic\0partition" keys no response covered; `entries`, the RecordMetadata
+// of those it did. A retry then sends the rest to the same partitions (the
+// idempotent producer's sequence numbers can then drop a copy the broker
+// wrote without answering), and each caller gets its own partition's entry.
+const kOutcome = Symbol.for('io-hygiene.kafkajs.outcome.v1')
 const kState = Symbol.for('io-hygiene.kafkajs.patch.v1')
 
 // One state per process, shared by every copy of io-hygiene:
@@ -74,7 +78,9 @@ function state () {
 // The linear grouping: partition -> its messages in call order, the
 // partitioner called once per message in the same order as kafkajs does.
 function groupMessagesPerPartition ({ topic, partitionMetadata, messages, partitioner }) {
-  const result = {}
+  // Without a prototype: a partition is read from the result's own
+  // properties only, whatever was added to Object.prototype.
+  const result = Object.create(null)
   if (partitionMetadata.length === 0) return result
   for (const message of messages) {
     const partition = partitioner({ topic, partitionMetadata, message })
@@ -97,22 +103,67 @@ function createSendMessagesFactory (dir) {
     const { staleMetadata } = internal('protocol/error')
     const responseSerializer = internal('producer/responseSerializer')
 
-    // topic -> { partition -> messages }, assigned once for the whole call.
+    // Assigned once for the whole call: "topic\0partition" -> its messages in
+    // call order, and each message's partition by position (kOutcome). Maps,
+    // not objects: nothing is read through Object.prototype.
     async function assign (topicMessages) {
       await cluster.refreshMetadataIfNecessary()
       const pending = new Map()
+      const assigned = new Map()
       for (const { topic, messages } of topicMessages) {
         const partitionMetadata = cluster.findTopicPartitionMetadata(topic)
         if (partitionMetadata.length === 0) {
           logger.debug('Producing to topic without metadata', { topic, targetTopics: Array.from(cluster.targetTopics) })
           throw new KafkaJSMetadataNotLoaded('Producing to topic without metadata')
         }
-        const perPartition = groupMessagesPerPartition({ topic, partitionMetadata, messages, partitioner })
-        for (const partition of Object.keys(perPartition)) {
-          pending.set(`${topic}\0${partition}`, { topic, partition: Number(partition), messages: perPartition[partition] })
+        // One tight loop around the partitioner (no key built per message):
+        // the event loop is held for the whole of it.
+        const partitions = new Array(messages.length)
+        const perPartition = new Map()
+        for (let i = 0; i < messages.length; i++) {
+          const message = messages[i]
+          // As kafkajs reads its grouping's keys back: a number.
+          const partition = Number(partitioner({ topic, partitionMetadata, message }))
+          partitions[i] = partition
+          const list = perPartition.get(partition)
+          if (list === undefined) perPartition.set(partition, [message])
+          else list.push(message)
+        }
+        for (const [partition, list] of perPartition) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list })
+        assigned.set(messages, partitions)
+      }
+      return { pending, assigned }
+    }
+
+    // What is still to send, by the node leading each partition now. A
+    // partition without a leader (an election under way) or missing from
+    // the metadata waits for the next attempt.
+    function perLeader (pending) {
+      const perTopic = new Map()
+      for (const entry of pending.values()) {
+        const list = perTopic.get(entry.topic)
+        if (list === undefined) perTopic.set(entry.topic, [entry])
+        else list.push(entry)
+      }
+      const perNode = new Map() // nodeId -> topic -> partitions
+      let leaderless = false
+      for (const [topic, entries] of perTopic) {
+        const leaderOf = new Map()
+        for (const p of cluster.findTopicPartitionMetadata(topic)) leaderOf.set(p.partitionId, p.leader)
+        for (const { partition, messages } of entries) {
+          const leader = leaderOf.get(partition)
+          if (!Number.isInteger(leader) || leader < 0) {
+            leaderless = true
+            continue
+          }
+          let topics = perNode.get(leader)
+          if (topics === undefined) perNode.set(leader, (topics = new Map()))
+          let partitions = topics.get(topic)
+          if (partitions === undefined) topics.set(topic, (partitions = []))
+          partitions.push({ partition, messages })
         }
       }
-      return pending
+      return { perNode, leaderless }
     }
 
     async function produce (broker, topicData, request, pending, results) {
@@ -159,43 +210,31 @@ function createSendMessagesFactory (dir) {
 
     return async function sendMessages (request) {
       const { topicMessages } = request
-      let pending = null
+      let call = null // { pending, assigned }
       const results = []
       const topics = topicMessages.map(({ topic }) => topic)
       try {
-        return await retrier(async (bail, retryCount, retryTime) => {
+        await retrier(async (bail, retryCount, retryTime) => {
           await cluster.addMultipleTargetTopics(topics)
           let failure = null
+          let uncovered = null
           try {
-            pending ??= await assign(topicMessages)
-            // What is still to send, per current leader.
-            const perBroker = new Map()
-            const perTopic = new Map()
-            for (const entry of pending.values()) {
-              const list = perTopic.get(entry.topic)
-              if (list === undefined) perTopic.set(entry.topic, [entry])
-              else list.push(entry)
-            }
-            for (const [topic, entries] of perTopic) {
-              const leaders = cluster.findLeaderForPartitions(topic, entries.map((e) => e.partition))
-              for (const nodeId of Object.keys(leaders)) {
-                const broker = await cluster.findBroker({ nodeId })
-                let topicData = perBroker.get(broker)
-                if (topicData === undefined) perBroker.set(broker, (topicData = []))
-                const own = new Set(leaders[nodeId])
-                topicData.push({
-                  topic,
-                  partitions: entries.filter((e) => own.has(e.partition)).map((e) => ({ partition: e.partition, messages: e.messages })),
-                })
-              }
-            }
+            call ??= await assign(topicMessages)
+            const { pending } = call
+            const { perNode, leaderless } = perLeader(pending)
             // Every request of the attempt settles before the next attempt:
             // a partition never has two in flight.
-            const settled = await Promise.allSettled(Array.from(perBroker, ([broker, topicData]) => produce(broker, topicData, request, pending, results)))
+            const settled = await Promise.allSettled(Array.from(perNode, async ([nodeId, topicMap]) => {
+              const broker = await cluster.findBroker({ nodeId })
+              const topicData = Array.from(topicMap, ([topic, partitions]) => ({ topic, partitions }))
+              await produce(broker, topicData, request, pending, results)
+            }))
             for (const outcome of settled) if (outcome.status === 'rejected') failure ??= outcome.reason
-            if (pending.size === 0) return results
+            if (pending.size === 0) return
             if (failure === null) {
-              failure = new KafkaJSError('A produce response did not cover every partition of its request', { retriable: true })
+              failure = uncovered = new KafkaJSError(leaderless
+                ? 'A partition of the request has no leader'
+                : 'A produce response did not cover every partition of its request', { retriable: true })
             }
           } catch (error) {
             failure = error
@@ -213,7 +252,7 @@ function createSendMessagesFactory (dir) {
             await cluster.refreshMetadata()
             throw e
           }
-          if (staleMetadata(e) || e.name === 'KafkaJSMetadataNotLoaded' || e.name === 'KafkaJSConnectionError' ||
+          if (e === uncovered || staleMetadata(e) || e.name === 'KafkaJSMetadataNotLoaded' || e.name === 'KafkaJSConnectionError' ||
             e.name === 'KafkaJSConnectionClosedError' || (e.name === 'KafkaJSProtocolError' && e.retriable)) {
             logger.error(`Failed to send messages: ${e.message}`, { retryCount, retryTime })
             await cluster.refreshMetadata()
@@ -224,13 +263,15 @@ function createSendMessagesFactory (dir) {
           bail(e)
         })
       } catch (error) {
-        if (pending !== null && error !== null && typeof error === 'object') {
-          const unwritten = new Map()
-          for (const { partition, messages } of pending.values()) for (const message of messages) unwritten.set(message, partition)
-          error[kUnwritten] = { unwritten, entries: results }
+        // Set on every error, so that one kafkajs throws again (a shared
+        // connection error) never carries an earlier call's outcome.
+        if (error !== null && typeof error === 'object') {
+          error[kOutcome] = call === null ? null : { assigned: call.assigned, pending: call.pending, entries: results }
         }
         throw error
       }
+      Object.defineProperty(results, kOutcome, { value: { assigned: call.assigned, pending: call.pending, entries: results } })
+      return results
     }
   }
 }
@@ -520,4 +561,4 @@ function ensureKafkajsPatch (env = process.env) {
   installKafkajsPatch()
 }
 
-module.exports = { installKafkajsPatch, checkProducer, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, kUnwritten, KNOWN }
+module.exports = { installKafkajsPatch, checkProducer, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, kOutcome, KNOWN }

@@ -189,4 +189,151 @@ async function count (kafka, { topic, resolved, rejected, next: sent }, moveMs) 
   }
 }
 
-module.exports = { leaderMove, leaderMoveAll, createTopic, MOVES, PARTITIONS }
+// Until every partition of `topic` has all its replicas in sync (bounded).
+async function waitInSync (kafka, topic, { attempts = 600 } = {}) {
+  const admin = kafka.admin()
+  await admin.connect()
+  try {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] })
+        if (topics[0].partitions.every((p) => p.leader >= 0 && p.isr.length === p.replicas.length)) return
+      } catch (error) {
+        if (attempt >= attempts) throw error
+      }
+      if (attempt >= attempts) throw new Error(`${topic} not back in sync after ${attempt} attempts`)
+      await sleep(250)
+    }
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+// A partition's leaders move as a cluster's nodes stop for a while: the node
+// leading most of `topic`'s partitions stopped (SIGTERM, a controlled
+// shutdown) and started again `downMs` later; then each other node restarted
+// in turn once the topic is back in sync; then the preferred leaders
+// elected back.
+async function outage (kafka, cluster, topic, { downMs = 10_000 } = {}) {
+  const first = await busiestLeader(kafka, cluster, topic)
+  await first.stop()
+  await sleep(downMs)
+  await first.start()
+  for (const node of cluster.nodes.filter((n) => n !== first)) {
+    await waitInSync(kafka, topic)
+    await node.restart()
+  }
+  await waitInSync(kafka, topic)
+  await cluster.electPreferredLeaders(topic)
+}
+
+// Keyed messages of about `bytes` bytes over `keys` keys: `callers` loops per
+// producer, each awaiting one send() of one message at a time (`paceMs`
+// between them), from the start; `outage()` begins `moveAfterMs` later, and
+// the loops stop `afterMs` after it ended (at most `max` messages per
+// producer). Each producer has a topic of its own. Then every topic is read
+// back whole and compared with what each send() said; returns, per producer:
+// ackedNotInTopic (resolved, not in the topic), wrongMetadata (resolved with
+// RecordMetadata other than the one partition it is in), duplicated, outOfOrder
+// (a key's first copies not in call order), rejected, rejectedEarly (before
+// `deliveryTimeoutMs`), rejectedNotWrittenInTopic, lost.
+async function outageAll ({ kafka, cluster, producers, callers = 200, paceMs = 100, keys = 600, bytes = 100, moveAfterMs = 4000, afterMs = 3000, max = 100_000, deliveryTimeoutMs = 120_000, downMs }) {
+  const flows = []
+  for (const producer of producers) {
+    const flow = { topic: await createTopic(kafka, 'outage'), sent: 0, calls: [], endAt: max }
+    const sender = async () => {
+      while (flow.sent < flow.endAt) {
+        const n = flow.sent++
+        const key = `key-${n % keys}`
+        const call = { key, at: Date.now(), metadata: null, error: null, settledAt: 0 }
+        flow.calls[n] = call
+        try {
+          call.metadata = await producer.send({ topic: flow.topic, messages: [{ key, value: String(n).padStart(bytes - key.length, '0') }] })
+        } catch (error) {
+          call.error = { by: error.code ?? error.type ?? error.name, cause: error.cause?.type ?? error.cause?.name, written: error.written }
+        }
+        call.settledAt = Date.now()
+        if (paceMs > 0) await sleep(paceMs)
+      }
+    }
+    flows.push(flow)
+    flow.senders = Promise.all(Array.from({ length: callers }, sender))
+  }
+  await sleep(moveAfterMs)
+  const started = Date.now()
+  await outage(kafka, cluster, flows[0].topic, { downMs })
+  const moveMs = Date.now() - started
+  await sleep(afterMs)
+  for (const flow of flows) flow.endAt = Math.min(max, flow.sent)
+  await Promise.all(flows.map((f) => f.senders))
+  const out = []
+  for (const flow of flows) out.push(await outageCount(kafka, flow, moveMs, deliveryTimeoutMs))
+  return out
+}
+
+async function outageCount (kafka, { topic, sent, calls }, moveMs, deliveryTimeoutMs) {
+  const resolved = calls.filter((c) => c.metadata !== null).length
+  const consumed = await readBack(kafka, topic, resolved)
+  const copies = new Map() // n -> partitions it is in, one per copy
+  const perPartition = new Map()
+  for (const m of consumed) {
+    const n = Number(m.value)
+    let list = copies.get(n)
+    if (list === undefined) copies.set(n, (list = []))
+    list.push(m.partition)
+    let own = perPartition.get(m.partition)
+    if (own === undefined) perPartition.set(m.partition, (own = []))
+    own.push(m)
+  }
+  let duplicated = 0
+  for (const list of copies.values()) duplicated += list.length - 1
+  // A key's messages, in the order of their first copies in its partition.
+  let outOfOrder = 0
+  const lastOfKey = new Map()
+  for (const list of perPartition.values()) {
+    list.sort((a, b) => a.offset - b.offset)
+    const first = new Set()
+    for (const m of list) {
+      const n = Number(m.value)
+      if (first.has(n)) continue
+      first.add(n)
+      if (n < (lastOfKey.get(m.key) ?? -1)) outOfOrder++
+      lastOfKey.set(m.key, Math.max(n, lastOfKey.get(m.key) ?? -1))
+    }
+  }
+  let ackedNotInTopic = 0
+  let wrongMetadata = 0
+  let rejected = 0
+  let rejectedEarly = 0
+  let rejectedWritten = 0
+  let rejectedNotWrittenInTopic = 0
+  let lost = 0
+  const rejectedBy = new Set()
+  const falseAcks = []
+  for (let n = 0; n < sent; n++) {
+    const call = calls[n]
+    const partitions = copies.get(n)
+    if (call.metadata !== null) {
+      if (partitions === undefined) {
+        ackedNotInTopic++
+        if (falseAcks.length < 5) falseAcks.push({ n, key: call.key, afterMs: call.settledAt - call.at, metadata: call.metadata.map((e) => e.partition) })
+      } else if (call.metadata.length !== 1 || call.metadata[0].partition !== partitions[0]) {
+        // One message: kafkajs resolves with its partition's entry alone.
+        wrongMetadata++
+      }
+    } else if (call.error !== null) {
+      rejected++
+      rejectedBy.add(`${call.error.by}${call.error.cause ? `/${call.error.cause}` : ''}`)
+      if (call.settledAt - call.at < deliveryTimeoutMs) rejectedEarly++
+      if (partitions !== undefined) {
+        rejectedWritten++
+        if (call.error.written === false) rejectedNotWrittenInTopic++
+      }
+    } else if (partitions === undefined) {
+      lost++
+    }
+  }
+  return { moveMs, sent, resolved, rejected, rejectedEarly, rejectedWritten, rejectedNotWrittenInTopic, rejectedBy: [...rejectedBy], lost, duplicated, outOfOrder, ackedNotInTopic, wrongMetadata, falseAcks }
+}
+
+module.exports = { leaderMove, leaderMoveAll, outageAll, waitInSync, createTopic, MOVES, PARTITIONS }
