@@ -65,6 +65,8 @@ t.test('bad calls reject before anything is queued', async (t) => {
   await t.rejects(wrapped.send({ topic: 't', messages: [{ value: 'v' }], acks: 2 }), invalid)
   await t.rejects(wrapped.send({ topic: 't', messages: [{ value: 'v' }], acks: 1 }), invalid, 'idempotent needs acks=-1')
   await t.rejects(wrapped.send({ topic: 'bad topic', messages: [{ value: 'v' }] }), invalid)
+  const forged = await wrapped.send({ topic: 'x\n\u001b[31mFORGED', messages: [{ value: 'v' }] }).catch((err) => err)
+  t.match(forged, { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT', message: /got "x\\n\\u001b\[31mFORGED"/ }, 'a topic is shown escaped, never raw')
   await t.rejects(wrapped.sendBatch({ topicMessages: [null] }), invalid)
   await t.rejects(wrapped.send({ topic: 't', messages: 'v' }), invalid)
   await t.rejects(wrapped.send({ topic: 't', messages: [{ key: 'k' }] }), invalid)

@@ -193,6 +193,7 @@ function describe (value) {
 module.exports = {
   codes,
   createError,
+  describe,
   printable,
   redactUrl,
   withheld,
