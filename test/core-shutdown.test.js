@@ -4,7 +4,8 @@
 // Under load and against real servers: test/shutdown.test.js.
 const t = require('tap')
 const { spawn } = require('node:child_process')
-const { closeAll } = require('..')
+const { closeAll, createHttpSink } = require('..')
+const { startHttpServer } = require('./helpers/http-server')
 const { createBatcher } = require('../lib/batch')
 
 const never = () => new Promise(() => {})
@@ -80,4 +81,34 @@ t.test('a second signal the application listens for is the application\'s', asyn
   const exited = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
   t.same(exited, { code: 0, signal: null }, 'ended by the application, not by either signal')
   t.same(out.trim().split('\n'), ['ready', 'app got SIGTERM', 'ready', 'app got SIGTERM', 'closed'])
+})
+
+// Two handlers (SIGTERM and SIGINT, or a helper that calls it again) both
+// await closeAll() before process.exit(): the second must not resolve while
+// the first is still delivering, or its exit loses what the clients hold.
+// A sink leaves the registry as its close begins, which the batcher does not.
+t.test('closeAll() called while another is closing waits for those clients too', async (t) => {
+  const server = await startHttpServer()
+  t.teardown(() => server.close())
+  let release
+  const answered = new Promise((resolve) => { release = resolve })
+  let received
+  const arrived = new Promise((resolve) => { received = resolve })
+  server.handler = (req, res) => {
+    req.resume()
+    received()
+    answered.then(() => res.end('ok'))
+  }
+  const sink = createHttpSink({ url: server.url('/ingest') })
+  const order = []
+  const pushed = sink.push({ n: 1 }).then(() => order.push('delivered'))
+  await arrived
+  const first = closeAll().then(() => order.push('first'))
+  const second = closeAll().then(() => order.push('second'))
+  await new Promise(setImmediate)
+  t.same(order, [], 'neither resolved while the request is unanswered')
+  release()
+  await Promise.all([pushed, first, second])
+  t.equal(order[0], 'delivered')
+  t.ok(sink.closed)
 })

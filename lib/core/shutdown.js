@@ -33,6 +33,10 @@ const kSignalExit = Symbol.for('signal-exit emitter')
 // second after SIGTERM, and each request's sends follow one another closely.
 const QUIET_MS = 500
 let drain = null // the drain under way: { timer, finish }
+// Closes begun here (closeAll(), a signal's drain) and not yet settled: a
+// client leaves the registry as its close begins, and a closeAll() that
+// comes meanwhile must still wait for it.
+const closing = new Set()
 let signalled = false
 
 function onShutdown (owner, hooks) {
@@ -121,11 +125,19 @@ function drainAll () {
 // that what it still holds is rejected, not dropped).
 function closeEach (started) {
   const elapsed = performance.now() - started
-  const closing = []
+  const mine = []
   for (const hooks of registry.values()) {
-    closing.push(hooks.close(Math.max(1, Math.ceil(hooks.timeoutMs - elapsed))))
+    mine.push(closeOne(hooks, Math.max(1, Math.ceil(hooks.timeoutMs - elapsed))))
   }
-  return Promise.allSettled(closing)
+  return Promise.allSettled(mine)
+}
+
+function closeOne (hooks, ms) {
+  const promise = Promise.resolve(hooks.close(ms))
+  const settled = promise.then(() => {}, () => {})
+  closing.add(settled)
+  settled.then(() => closing.delete(settled))
+  return promise
 }
 
 // With a signal-exit listener left, the signal reaches JavaScript only on a
@@ -168,9 +180,12 @@ async function closeAll (options) {
   const started = performance.now()
   if (before !== null) await within(Promise.resolve().then(before), timeoutMs).catch(() => {})
   const left = Math.max(1, Math.ceil(timeoutMs - (performance.now() - started)))
-  const closing = []
-  for (const hooks of registry.values()) closing.push(hooks.close(left))
-  await Promise.allSettled(closing)
+  const others = [...closing]
+  const mine = []
+  for (const hooks of registry.values()) mine.push(closeOne(hooks, left))
+  await Promise.allSettled(mine)
+  // Those another call began close by their own deadline; this call's bounds the wait.
+  if (others.length > 0) await within(Promise.all(others), timeoutMs - (performance.now() - started))
 }
 
 module.exports = { onShutdown, offShutdown, closeAll }
