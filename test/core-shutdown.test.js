@@ -112,3 +112,33 @@ t.test('closeAll() called while another is closing waits for those clients too',
   t.equal(order[0], 'delivered')
   t.ok(sink.closed)
 })
+
+// The application's listener runs before ours (prependOnceListener, or a
+// prepended listener that removes itself): it has left the list when ours
+// counts, yet it listened when the signal arrived, so the process is its.
+for (const how of ['prependOnceListener', 'prependListener, removing itself']) {
+  t.test(`a signal the application listens for with ${how} is the application's`, async (t) => {
+    const code = `
+      const { createBatcher } = require(${JSON.stringify(require.resolve('../lib/batch'))})
+      const b = createBatcher({ send: () => new Promise(() => {}), flushOnSignals: true, shutdownTimeoutMs: 60000 })
+      b.push('a').catch(() => {})
+      const handler = async () => {
+        process.removeListener('SIGTERM', handler)
+        await new Promise(setImmediate)
+        await b.close({ timeoutMs: 1 }).catch(() => {})
+        process.stdout.write('handler done\\n')
+      }
+      process.${how.startsWith('prependOnce') ? 'prependOnceListener' : 'prependListener'}('SIGTERM', handler)
+      process.stdout.write('ready\\n')`
+    const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+    t.teardown(() => child.kill('SIGKILL'))
+    let out = ''
+    child.stdout.on('data', (d) => {
+      if (out === '') child.kill('SIGTERM')
+      out += d
+    })
+    const exited = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+    t.same(exited, { code: 0, signal: null }, 'ended by the application, not by the signal')
+    t.same(out.trim().split('\n'), ['ready', 'handler done'])
+  })
+}

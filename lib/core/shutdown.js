@@ -38,6 +38,11 @@ let drain = null // the drain under way: { timer, finish }
 // comes meanwhile must still wait for it.
 const closing = new Set()
 let signalled = false
+// Signals that lost a listener other than ours in this turn of the loop. A
+// listener the application put before ours (prependOnceListener, or one
+// that removes itself) has left when ours counts, but it listened when the
+// signal arrived: the emit that removed it is the one that called us.
+const removedNow = new Set()
 
 function onShutdown (owner, hooks) {
   if (registry.size === 0) {
@@ -45,6 +50,7 @@ function onShutdown (owner, hooks) {
     // itself yet when ours counts who listens.
     for (const signal of SIGNALS) process.prependListener(signal, onSignal)
     process.on('beforeExit', onBeforeExit)
+    process.on('removeListener', onRemoveListener)
   }
   registry.set(owner, hooks)
 }
@@ -59,6 +65,13 @@ function offShutdown (owner) {
 function removeListeners () {
   for (const signal of SIGNALS) process.removeListener(signal, onSignal)
   process.removeListener('beforeExit', onBeforeExit)
+  process.removeListener('removeListener', onRemoveListener)
+}
+
+function onRemoveListener (event, listener) {
+  if (listener === onSignal || !SIGNALS.includes(event)) return
+  if (removedNow.size === 0) queueMicrotask(() => removedNow.clear())
+  removedNow.add(event)
 }
 
 // signal-exit's listeners (v3 and v4 publish how many they installed, for
@@ -66,7 +79,7 @@ function removeListeners () {
 // they do not count as somebody listening: otherwise each would wait for the
 // other and the signal would be ignored.
 function applicationListens (signal) {
-  return process.listenerCount(signal) - 1 - signalExitListeners() > 0
+  return removedNow.has(signal) || process.listenerCount(signal) - 1 - signalExitListeners() > 0
 }
 
 function onSignal (signal) {
