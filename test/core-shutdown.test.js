@@ -142,3 +142,59 @@ for (const how of ['prependOnceListener', 'prependListener, removing itself']) {
     t.same(out.trim().split('\n'), ['ready', 'handler done'])
   })
 }
+
+// An application that handles SIGINT (Ctrl-C) but not SIGTERM: the SIGTERM
+// that comes after a SIGINT is still the first one only we listen for, and
+// is drained, not taken for a second one that ends the process at once.
+t.test('a signal only we listen for, after one the application handled, drains first', async (t) => {
+  const code = `
+    const { createBatcher } = require(${JSON.stringify(require.resolve('../lib/batch'))})
+    const b = createBatcher({
+      send: async (items) => { process.stdout.write('sent ' + items + '\\n') },
+      flushOnSignals: true, lingerMs: 60000, flushWhenIdle: false,
+    })
+    process.on('SIGINT', () => {
+      b.push('a').catch(() => process.stdout.write('rejected\\n'))
+      process.stdout.write('ready\\n')
+    })
+    setInterval(() => {}, 1000) // a server, say: it ends by the signal
+    process.stdout.write('ready\\n')`
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => child.kill('SIGKILL'))
+  let out = ''
+  let signals = 0
+  child.stdout.on('data', (d) => {
+    out += d
+    while (out.split('ready\n').length - 1 > signals) child.kill(signals++ === 0 ? 'SIGINT' : 'SIGTERM')
+  })
+  const exited = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  t.same(exited, { code: null, signal: 'SIGTERM' }, 'dies of SIGTERM, as without us')
+  t.same(out.trim().split('\n'), ['ready', 'ready', 'sent a'], 'what it held was sent first')
+})
+
+// While we drain for a SIGTERM only we listen for, a SIGINT the
+// application handles is its own: it neither ends the process at once nor
+// stops the drain, which ends by SIGTERM.
+t.test('a signal the application handles during our drain is left to it', async (t) => {
+  const code = `
+    const { createBatcher } = require(${JSON.stringify(require.resolve('../lib/batch'))})
+    const b = createBatcher({
+      send: () => { process.stdout.write('sending\\n'); return new Promise(() => {}) },
+      flushOnSignals: true, lingerMs: 60000, flushWhenIdle: false, shutdownTimeoutMs: 1000,
+    })
+    b.push('a').catch((err) => process.stdout.write(err.code + '\\n'))
+    process.on('SIGINT', () => process.stdout.write('app got SIGINT\\n'))
+    setInterval(() => {}, 1000)
+    process.stdout.write('ready\\n')`
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => child.kill('SIGKILL'))
+  let out = ''
+  child.stdout.on('data', (d) => {
+    out += d
+    if (out === 'ready\n') child.kill('SIGTERM')
+    if (out === 'ready\nsending\n') child.kill('SIGINT')
+  })
+  const exited = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  t.same(exited, { code: null, signal: 'SIGTERM' })
+  t.same(out.trim().split('\n'), ['ready', 'sending', 'app got SIGINT', 'ERR_IO_HYGIENE_TIMEOUT'])
+})

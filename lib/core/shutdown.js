@@ -37,7 +37,7 @@ let drain = null // the drain under way: { timer, finish }
 // client leaves the registry as its close begins, and a closeAll() that
 // comes meanwhile must still wait for it.
 const closing = new Set()
-let signalled = false
+let ending = null // the signal we end the process with, once one came only we listen for
 // Signals that lost a listener other than ours in this turn of the loop. A
 // listener the application put before ours (prependOnceListener, or one
 // that removes itself) has left when ours counts, but it listened when the
@@ -84,7 +84,7 @@ function applicationListens (signal) {
 
 function onSignal (signal) {
   const own = applicationListens(signal)
-  if (signalled) {
+  if (ending !== null) {
     // A second signal nobody else listens for ends the process now, as it
     // would have without us; one the application listens for is its own.
     if (own) return
@@ -92,13 +92,16 @@ function onSignal (signal) {
     process.kill(process.pid, signal)
     return
   }
-  signalled = true
+  // One the application handled earlier (a SIGINT it catches) does not make
+  // this one a second: the first that only we listen for is drained.
+  if (!own) ending = signal
+  if (drain !== null) return // the drain under way ends as this one asks
   drainAll().then(async (started) => {
     drain = null
-    if (own) return
+    if (ending === null) return
     await closeEach(started)
     removeListeners()
-    reraise(signal)
+    reraise(ending)
   })
 }
 
