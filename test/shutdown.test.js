@@ -42,6 +42,7 @@ function run (options) {
 // no request fails because a client was closed under it.
 function delivered (t, r, { sink = true } = {}) {
   t.ok(r.inFlightAtSignal > 0, 'requests were in flight when SIGTERM arrived')
+  t.match(r.output, /^kafkajs patched$/m, 'installed before kafkajs loads, as the docs say')
   t.ok(r.requestsOk > 0, 'requests were answered')
   t.equal(r.closedErrors, 0, 'no request failed on a closed client')
   t.equal(r.statsdDelivered, r.requestsOk, 'StatsD counted every answered request')
@@ -100,6 +101,7 @@ t.test('a stalled broker: gone at shutdownTimeoutMs, kafkajs\'s disconnect() inc
     },
     afterExit: async () => resume(),
   })
+  t.match(r.output, /^kafkajs patched$/m, 'the corrected producer, as the docs install it')
   t.equal(r.exitSignal, 'SIGTERM', `died of the signal, not of the test's SIGKILL: ${r.output}`)
   t.equal(r.closedErrors, 0)
   t.equal(r.statsdDelivered, r.requestsOk)

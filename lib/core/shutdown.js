@@ -33,7 +33,16 @@ const kSignalExit = Symbol.for('signal-exit emitter')
 // second after SIGTERM, and each request's sends follow one another closely.
 const QUIET_MS = 500
 let drain = null // the drain under way: { timer, finish }
-let signalled = false
+// Closes begun here (closeAll(), a signal's drain) and not yet settled: a
+// client leaves the registry as its close begins, and a closeAll() that
+// comes meanwhile must still wait for it.
+const closing = new Set()
+let ending = null // the signal we end the process with, once one came only we listen for
+// Signals that lost a listener other than ours in this turn of the loop. A
+// listener the application put before ours (prependOnceListener, or one
+// that removes itself) has left when ours counts, but it listened when the
+// signal arrived: the emit that removed it is the one that called us.
+const removedNow = new Set()
 
 function onShutdown (owner, hooks) {
   if (registry.size === 0) {
@@ -41,6 +50,7 @@ function onShutdown (owner, hooks) {
     // itself yet when ours counts who listens.
     for (const signal of SIGNALS) process.prependListener(signal, onSignal)
     process.on('beforeExit', onBeforeExit)
+    process.on('removeListener', onRemoveListener)
   }
   registry.set(owner, hooks)
 }
@@ -55,6 +65,13 @@ function offShutdown (owner) {
 function removeListeners () {
   for (const signal of SIGNALS) process.removeListener(signal, onSignal)
   process.removeListener('beforeExit', onBeforeExit)
+  process.removeListener('removeListener', onRemoveListener)
+}
+
+function onRemoveListener (event, listener) {
+  if (listener === onSignal || !SIGNALS.includes(event)) return
+  if (removedNow.size === 0) queueMicrotask(() => removedNow.clear())
+  removedNow.add(event)
 }
 
 // signal-exit's listeners (v3 and v4 publish how many they installed, for
@@ -62,12 +79,12 @@ function removeListeners () {
 // they do not count as somebody listening: otherwise each would wait for the
 // other and the signal would be ignored.
 function applicationListens (signal) {
-  return process.listenerCount(signal) - 1 - signalExitListeners() > 0
+  return removedNow.has(signal) || process.listenerCount(signal) - 1 - signalExitListeners() > 0
 }
 
 function onSignal (signal) {
   const own = applicationListens(signal)
-  if (signalled) {
+  if (ending !== null) {
     // A second signal nobody else listens for ends the process now, as it
     // would have without us; one the application listens for is its own.
     if (own) return
@@ -75,13 +92,16 @@ function onSignal (signal) {
     process.kill(process.pid, signal)
     return
   }
-  signalled = true
+  // One the application handled earlier (a SIGINT it catches) does not make
+  // this one a second: the first that only we listen for is drained.
+  if (!own) ending = signal
+  if (drain !== null) return // the drain under way ends as this one asks
   drainAll().then(async (started) => {
     drain = null
-    if (own) return
+    if (ending === null) return
     await closeEach(started)
     removeListeners()
-    reraise(signal)
+    reraise(ending)
   })
 }
 
@@ -121,11 +141,19 @@ function drainAll () {
 // that what it still holds is rejected, not dropped).
 function closeEach (started) {
   const elapsed = performance.now() - started
-  const closing = []
+  const mine = []
   for (const hooks of registry.values()) {
-    closing.push(hooks.close(Math.max(1, Math.ceil(hooks.timeoutMs - elapsed))))
+    mine.push(closeOne(hooks, Math.max(1, Math.ceil(hooks.timeoutMs - elapsed))))
   }
-  return Promise.allSettled(closing)
+  return Promise.allSettled(mine)
+}
+
+function closeOne (hooks, ms) {
+  const promise = Promise.resolve(hooks.close(ms))
+  const settled = promise.then(() => {}, () => {})
+  closing.add(settled)
+  settled.then(() => closing.delete(settled))
+  return promise
 }
 
 // With a signal-exit listener left, the signal reaches JavaScript only on a
@@ -168,9 +196,12 @@ async function closeAll (options) {
   const started = performance.now()
   if (before !== null) await within(Promise.resolve().then(before), timeoutMs).catch(() => {})
   const left = Math.max(1, Math.ceil(timeoutMs - (performance.now() - started)))
-  const closing = []
-  for (const hooks of registry.values()) closing.push(hooks.close(left))
-  await Promise.allSettled(closing)
+  const others = [...closing]
+  const mine = []
+  for (const hooks of registry.values()) mine.push(closeOne(hooks, left))
+  await Promise.allSettled(mine)
+  // Those another call began close by their own deadline; this call's bounds the wait.
+  if (others.length > 0) await within(Promise.all(others), timeoutMs - (performance.now() - started))
 }
 
 module.exports = { onShutdown, offShutdown, closeAll }
