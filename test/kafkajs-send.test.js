@@ -375,3 +375,16 @@ t.test('a partition without a leader (an election under way) waits, with fresh m
   t.same(s.log.map(([node, p]) => [node, p]), [[1, 0], [2, 1]], 'partition 1 sent once it had a leader')
   t.equal(s.cluster.refreshes, 1)
 })
+
+t.test('the result lists the partitions in kafkajs\'s order, whichever broker answers first', async (t) => {
+  // Partitions 0..2 led by brokers 3, 1, 2; broker 1 answers last.
+  const setup = () => scripted({
+    leaders: [3, 1, 2],
+    script: async (broker) => {
+      if (broker.nodeId === 1) await new Promise((resolve) => setTimeout(resolve, 20))
+    },
+  })
+  const theirs = await setup().make(original)(request([0, 1, 2]))
+  const result = await setup().make(ours)(request([0, 1, 2]))
+  t.same(result.map((e) => e.partition), theirs.map((e) => e.partition), 'by leader node id, as kafkajs 2.2.4')
+})

@@ -224,11 +224,19 @@ function createSendMessagesFactory (dir) {
             const { perNode, leaderless } = perLeader(pending)
             // Every request of the attempt settles before the next attempt:
             // a partition never has two in flight.
+            // Each broker's entries, in node id order once all have settled:
+            // kafkajs's order, whichever broker answered first.
+            const perNodeResults = new Map()
             const settled = await Promise.allSettled(Array.from(perNode, async ([nodeId, topicMap]) => {
+              const own = []
+              perNodeResults.set(nodeId, own)
               const broker = await cluster.findBroker({ nodeId })
               const topicData = Array.from(topicMap, ([topic, partitions]) => ({ topic, partitions }))
-              await produce(broker, topicData, request, pending, results)
+              await produce(broker, topicData, request, pending, own)
             }))
+            for (const nodeId of Array.from(perNodeResults.keys()).sort((a, b) => Number(a) - Number(b))) {
+              for (const entry of perNodeResults.get(nodeId)) results.push(entry)
+            }
             for (const outcome of settled) if (outcome.status === 'rejected') failure ??= outcome.reason
             if (pending.size === 0) return
             if (failure === null) {
