@@ -88,6 +88,23 @@ t.test('a ProxyAgent set after install() stays the global dispatcher; ours says 
   t.equal(undici.getGlobalDispatcher(), theirs)
 })
 
+// A class named Agent, not undici's, that counts what it dispatches; with
+// undici's private symbols of the given descriptions, if any.
+function ownAgent (symbols = []) {
+  return class Agent {
+    dispatched = 0
+
+    constructor () {
+      for (const description of symbols) this[Symbol(description)] = {}
+    }
+
+    dispatch (opts, handler) {
+      this.dispatched++
+      return original.dispatch(opts, handler)
+    }
+  }
+}
+
 t.test('undici\'s default Agent is replaced by ours; an Agent with anything of the application\'s is built on', async (t) => {
   const { server } = await servers(t)
   undici.setGlobalDispatcher(new undici.Agent())
@@ -109,6 +126,10 @@ t.test('undici\'s default Agent is replaced by ours; an Agent with anything of t
 
       dispatch (opts, handler) { return this.inner.dispatch(opts, handler) }
     })({ inner: original }),
+    // Made with no arguments, as undici's own is: only undici's private
+    // options and factory tell a default Agent apart.
+    'a class named Agent of its own': () => new (ownAgent())(),
+    'a class named Agent with an options symbol and no factory': () => new (ownAgent(['options']))(),
   }
   for (const [kind, make] of Object.entries(kinds)) {
     const theirs = make()
@@ -116,6 +137,7 @@ t.test('undici\'s default Agent is replaced by ours; an Agent with anything of t
     handle = ioHygiene.install({ dns: false })
     t.equal(await (await fetch(server.url('/'))).text(), 'ok', kind)
     t.match(handle.http.stats(), { requests: 1, composed: true, global: true }, `${kind}: built on`)
+    if (theirs.dispatched !== undefined) t.equal(theirs.dispatched, 1, `${kind}: the request went through it`)
     t.equal(ioHygiene.uninstall(), true)
     t.equal(undici.getGlobalDispatcher(), theirs, `${kind}: put back`)
   }

@@ -162,6 +162,28 @@ t.test('a POST that the server read and then reset is not sent again', async (t)
   t.equal(handle.http.stats().retries.staleSocket, 1)
 })
 
+t.test('a GET whose socket fails on its first request, or after the response began, is not sent again', async (t) => {
+  const { server, handle } = await setup(t)
+  server.handler = (req, res) => {
+    const s = track(req)
+    if (req.url === '/fresh') return s.destroy()
+    if (req.url === '/partial') return s.end('HTTP/1.1 200 OK\r\nContent-Le')
+    answer(req, res)
+  }
+  // No idle close raced it: the server took the request and went away.
+  const fresh = await undici.request(server.url('/fresh')).catch((err) => err)
+  t.match(fresh, { code: /^(UND_ERR_SOCKET|ECONNRESET)$/ }, 'a fresh socket: the caller gets the error')
+  t.equal(server.counts.requests, 1, 'the server saw it once')
+
+  // A reused socket, but the server had begun to answer: it ran the request.
+  await warm(server.url('/warm'))
+  const partial = await undici.request(server.url('/partial')).catch((err) => err)
+  t.match(partial, { code: /^(UND_ERR_SOCKET|ECONNRESET)$/ }, 'part of a response: the caller gets the error')
+  t.equal(server.counts.connections, 2, 'it was written on the warm socket')
+  t.equal(server.counts.requests, 3, 'the server saw it once')
+  t.equal(handle.http.stats().retries.staleSocket, 0)
+})
+
 t.test('fetch bodies are buffered up to maxReplayBodyBytes so that they can be replayed', async (t) => {
   const { server, handle } = await setup(t, { maxReplayBodyBytes: 16 })
   const bodies = []

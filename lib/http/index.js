@@ -254,7 +254,9 @@ function isDefaultAgent (dispatcher) {
   } catch {
     return false
   }
-  return isDeepStrictEqual(configOf(dispatcher), configOf(fresh))
+  // Neither being undici's (no options and factory), they would compare equal.
+  const config = configOf(dispatcher)
+  return config !== null && isDeepStrictEqual(config, configOf(fresh))
 }
 
 // An Agent's options and client factory, kept under private symbols whose
