@@ -78,9 +78,13 @@ function parseHosts (text) {
   for (let line of text.split('\n')) {
     const hash = line.indexOf('#')
     if (hash !== -1) line = line.slice(0, hash)
-    const fields = line.trim().split(/\s+/)
+    // Fields as glibc's nss_files splits them: C's isspace, not Unicode's
+    // (a no-break space is part of a name).
+    const fields = line.split(/[ \t\n\v\f\r]+/).filter(Boolean)
     if (fields.length < 2) continue
-    const family = isIP(fields[0])
+    // An address inet_pton reads: a scoped IPv6 one is not, and glibc skips
+    // its line (the name goes to DNS).
+    const family = fields[0].includes('%') ? 0 : isIP(fields[0])
     if (family === 0) continue
     for (let i = 1; i < fields.length; i++) {
       const name = fields[i].toLowerCase()
