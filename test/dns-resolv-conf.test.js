@@ -55,6 +55,10 @@ t.test('the last of domain and search wins; LOCALDOMAIN and RES_OPTIONS override
   t.same(parseResolvConf('search a.test b.test # x\n', { env: {}, hostname: 'h' }).search, ['a.test', 'b.test', '#', 'x'], 'glibc takes every word of a search line')
   t.same(parseResolvConf('search a.test\nsearch\ndomain\n', { env: {}, hostname: 'h' }).search, ['a.test'], 'an empty line changes nothing')
   t.same(parseResolvConf('domain c.test d.test\n', { env: {}, hostname: 'h' }).search, ['c.test'], 'domain: the first word')
+  // Checked against the real getaddrinfo: with this file it asks "web.c.test\r"
+  // then "web"; a cache that asked web.c.test found another name's answer.
+  t.same(parseResolvConf('domain c.test\r\nsearch\r\n', { env: {}, hostname: 'h' }).search, ['c.test\r'], 'a CRLF domain line keeps its CR, as glibc')
+  t.same(parseResolvConf('search a.test b.test\r\n', { env: {}, hostname: 'h' }).search, ['a.test', 'b.test\r'], 'and a search line')
   t.same(parseResolvConf('search a.test\n', { env: { LOCALDOMAIN: 'x.test y.test' }, hostname: 'h' }).search, ['x.test', 'y.test'])
   t.same(parseResolvConf('', { env: {}, hostname: 'web-1.corp.example' }).search, ['corp.example'], 'the hostname\'s domain when the file names none')
   t.same(parseResolvConf('', { env: {}, hostname: 'web-1' }).search, [])

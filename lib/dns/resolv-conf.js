@@ -66,8 +66,10 @@ function keyword (line, word) {
   return line.startsWith(word) && (line[word.length] === ' ' || line[word.length] === '\t')
 }
 
+// glibc ends the word at a space, a tab or the line's end, and keeps a CR
+// (a CRLF file's domain is "a.test\r", and so are the names it asks).
 function firstWord (rest) {
-  return rest.replace(/^[ \t]+/, '').split(/[ \t]/)[0].replace(/\r$/, '')
+  return rest.replace(/^[ \t]+/, '').split(/[ \t]/)[0]
 }
 
 // A nameserver line's first word, as glibc takes it: an IPv4 address in any
