@@ -29,6 +29,8 @@ t.test('parseHosts skips what glibc skips: a scoped IPv6 address, names split by
   t.equal(names.has('nbsp2.test'), false, 'nor is 10.0.0.8\u00a0nbsp2.test an address')
   t.same(names.get('ok.test'), [{ address: '10.0.0.7', family: 4 }])
   t.same(names.get('ok2.test'), [{ address: '10.0.0.7', family: 4 }], 'tab, vertical tab, form feed and CR are spaces')
+  const nul = parseHosts('10.0.0.9 svc.test\0 nul.test\n')
+  t.same([...nul.keys()], ['svc.test'], 'a NUL ends the line: nul.test goes to DNS, as for glibc')
 })
 
 t.test('the hosts file is re-read when it changes, and a missing or unreadable one means no entries', async (t) => {

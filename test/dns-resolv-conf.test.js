@@ -59,6 +59,9 @@ t.test('the last of domain and search wins; LOCALDOMAIN and RES_OPTIONS override
   // then "web"; a cache that asked web.c.test found another name's answer.
   t.same(parseResolvConf('domain c.test\r\nsearch\r\n', { env: {}, hostname: 'h' }).search, ['c.test\r'], 'a CRLF domain line keeps its CR, as glibc')
   t.same(parseResolvConf('search a.test b.test\r\n', { env: {}, hostname: 'h' }).search, ['a.test', 'b.test\r'], 'and a search line')
+  // Checked against the real getaddrinfo: it asked 127.0.0.2, and the search
+  // list was a.test alone; a cache that skipped the line asked 127.0.0.1.
+  t.match(parseResolvConf('nameserver 127.0.0.2\0x\nsearch a.test\0 b.test\n', { env: {}, hostname: 'h' }), { nameservers: ['127.0.0.2'], search: ['a.test'] }, 'a NUL ends the line')
   t.same(parseResolvConf('search a.test\n', { env: { LOCALDOMAIN: 'x.test y.test' }, hostname: 'h' }).search, ['x.test', 'y.test'])
   t.same(parseResolvConf('', { env: {}, hostname: 'web-1.corp.example' }).search, ['corp.example'], 'the hostname\'s domain when the file names none')
   t.same(parseResolvConf('', { env: {}, hostname: 'web-1' }).search, [])

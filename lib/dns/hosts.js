@@ -76,8 +76,9 @@ class HostsFile {
 function parseHosts (text) {
   const names = new Map()
   for (let line of text.split('\n')) {
-    const hash = line.indexOf('#')
-    if (hash !== -1) line = line.slice(0, hash)
+    // A comment, or a NUL (glibc reads the line as a C string), ends it.
+    const end = line.search(/[#\0]/)
+    if (end !== -1) line = line.slice(0, end)
     // Fields as glibc's nss_files splits them: C's isspace, not Unicode's
     // (a no-break space is part of a name).
     const fields = line.split(/[ \t\n\v\f\r]+/).filter(Boolean)

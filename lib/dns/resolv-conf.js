@@ -37,7 +37,10 @@ function parseResolvConf (text, { env = process.env, hostname = os.hostname() } 
   const conf = defaults()
   const fromEnv = typeof env.LOCALDOMAIN === 'string'
   let search = null
-  for (const line of text.split('\n')) {
+  for (let line of text.split('\n')) {
+    // glibc reads the line as a C string: a NUL ends it.
+    const nul = line.indexOf('\0')
+    if (nul !== -1) line = line.slice(0, nul)
     if (keyword(line, 'nameserver')) {
       const server = nameserver(line.slice(10))
       if (server !== null && conf.nameservers.length < MAXNS) conf.nameservers.push(server)
