@@ -43,6 +43,13 @@ t.test('the hosts file is re-read when it changes, and a missing or unreadable o
   fs.utimesSync(file, new Date(), new Date(Date.now() + 5000))
   t.same(await ask('one.test'), [{ address: '10.0.0.2', family: 4 }])
   t.same(await ask('one.test'), [{ address: '10.0.0.2', family: 4 }], 'unchanged file, same answer')
+  // Same size, same inode, the mtime put back (as cp -p or tar does, or a
+  // clock too coarse to tell two writes apart): only the ctime moves.
+  fs.utimesSync(file, 1_700_000_000, 1_700_000_000)
+  t.same(await ask('one.test'), [{ address: '10.0.0.2', family: 4 }])
+  fs.writeFileSync(file, '10.0.0.4 one.test\n')
+  fs.utimesSync(file, 1_700_000_000, 1_700_000_000)
+  t.same(await ask('one.test'), [{ address: '10.0.0.4', family: 4 }], 'an edit in place that keeps size and mtime')
   fs.rmSync(file)
   t.equal(await ask('one.test'), undefined)
   t.equal(await new Promise((resolve) => new HostsFile(tmp, 0).lookup('x', resolve)), undefined, 'a directory')

@@ -97,6 +97,13 @@ t.test('ResolvConf notices a change of the file', async (t) => {
   fs.writeFileSync(file, K8S.replace('ndots:5', 'ndots:2 no-aaaa'))
   t.match(await current(), { ndots: 2, noAaaa: true })
   t.ok(rc.generation > first)
+  // Same size, same inode, the mtime put back (as cp -p or tar does, or a
+  // clock too coarse to tell two writes apart): only the ctime moves.
+  fs.utimesSync(file, 1_700_000_000, 1_700_000_000)
+  await current()
+  fs.writeFileSync(file, K8S.replace('ndots:5', 'ndots:3 no-aaaa'))
+  fs.utimesSync(file, 1_700_000_000, 1_700_000_000)
+  t.match(await current(), { ndots: 3 }, 'an edit in place that keeps size and mtime')
   fs.rmSync(file)
   t.match(await current(), { ndots: 1, nameservers: [] }, 'no file: glibc\'s defaults')
   fs.mkdirSync(file)

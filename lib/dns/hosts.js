@@ -9,8 +9,8 @@ const { isIP } = require('./ip')
 const stat = promisify(fs.stat)
 const readFile = promisify(fs.readFile)
 
-// The hosts file, parsed on demand and re-read when its mtime, size or inode
-// changes, checked at most once per `checkIntervalMs` (0: at every lookup,
+// The hosts file, parsed on demand and re-read when its mtime, ctime, size,
+// inode or device changes, checked at most once per `checkIntervalMs` (0: at every lookup,
 // as the cache does: a stat per resolution, so that a refresh follows the
 // file as getaddrinfo would at that moment). It tells the cache which names
 // the system resolver answers from the file, so they are cached for
@@ -19,7 +19,7 @@ class HostsFile {
   #path
   #checkIntervalMs
   #names = new Map() // lower-case name -> [{ address, family }]
-  #version = '' // mtime, size and inode as last read
+  #version = '' // mtime, ctime, size, inode and device as last read
   #checkedAt = -Infinity
   #loading = null
   generation = 0 // grows with every change of the file's names
@@ -59,7 +59,10 @@ class HostsFile {
       this.#version = ''
       return
     }
-    const version = `${info.mtimeMs} ${info.size} ${info.ino}`
+    // ctime too: an edit in place that keeps the size and restores the
+    // mtime (cp -p, tar, a coarse clock) still moves it; dev, for a file
+    // bind-mounted in place of another with the same inode number.
+    const version = `${info.mtimeMs} ${info.ctimeMs} ${info.size} ${info.ino} ${info.dev}`
     if (version === this.#version) return
     let text
     try {

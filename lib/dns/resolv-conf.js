@@ -166,7 +166,7 @@ function searchCandidates (name, conf) {
 class ResolvConf {
   #path
   #checkIntervalMs
-  #version = '' // mtime, size and inode as last read
+  #version = '' // mtime, ctime, size, inode and device as last read
   #checkedAt = -Infinity
   #loading = null
   #parseOptions
@@ -196,7 +196,8 @@ class ResolvConf {
     } catch {
       info = null
     }
-    const version = info === null ? 'none' : `${info.mtimeMs} ${info.size} ${info.ino}`
+    // As hosts.js: ctime and dev too, so no edit in place goes unseen.
+    const version = info === null ? 'none' : `${info.mtimeMs} ${info.ctimeMs} ${info.size} ${info.ino} ${info.dev}`
     if (version === this.#version) return
     let text = ''
     if (info !== null) {
