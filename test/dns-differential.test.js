@@ -39,18 +39,19 @@ function run ({ nameserver }) {
 
   // Every address, in order, or the error's code.
   // `hints`: 0, or ADDRCONFIG as net.connect, http and undici pass it.
-  const answerOf = (lookup, name, hints = 0) => new Promise((resolve) => {
-    lookup(name, { all: true, hints }, (err, list) => resolve(err ? err.code : list.map((a) => a.address).join(' ')))
+  const answerOf = (lookup, name, hints = 0, family = 0) => new Promise((resolve) => {
+    lookup(name, { all: true, hints, family }, (err, list) => resolve(err ? err.code : list.map((a) => a.address).join(' ')))
   })
   const node = (name) => answerOf(dns.lookup, name)
 
-  function differ (t, hints = 0) {
+  // `family`: 0, 4 or 6, as the lookups pass it.
+  function differ (t, hints = 0, family = 0) {
     const cache = createDnsCache(OPTIONS)
     t.teardown(() => cache.close())
-    const entry = (name) => cache[kInspect](name, hints === dns.ADDRCONFIG ? 1 : 0).entry
+    const entry = (name) => cache[kInspect](name, [0, 4, 6].indexOf(family) * 8 + (hints === dns.ADDRCONFIG ? 1 : 0)).entry
     // Both answers at the same moment.
     const both = async (name) => {
-      const [ours, theirs] = await Promise.all([answerOf(cache.lookup, name, hints), answerOf(dns.lookup, name, hints)])
+      const [ours, theirs] = await Promise.all([answerOf(cache.lookup, name, hints, family), answerOf(dns.lookup, name, hints, family)])
       return { ours, theirs }
     }
     // After a change: the cached answer may stand until its TTL runs out;
@@ -59,7 +60,7 @@ function run ({ nameserver }) {
     const follows = async (name, boundMs, what) => {
       t.ok(await eventually(() => entry(name).fresh === false), `${what}: the cached answer ran out`)
       const before = entry(name).dueAt
-      await answerOf(cache.lookup, name, hints) // served stale; starts the refresh
+      await answerOf(cache.lookup, name, hints, family) // served stale; starts the refresh
       t.ok(await eventually(() => !entry(name).refreshing && entry(name).dueAt !== before && entry(name).fresh), `${what}: refreshed`)
       const { ours, theirs } = await both(name)
       t.equal(ours, theirs, `${what}: the refresh answers what Node answers`)
@@ -113,6 +114,22 @@ function run ({ nameserver }) {
     t.equal(await follows('svc.test', 1000, 'no longer listed'), '10.43.0.1')
     await follows('svc.test', 1000, 'and kept for its TTL')
   })
+
+  // getaddrinfo asks the hosts file for the family it wants: a name the file
+  // lists for the other family only is answered by DNS, with its TTL.
+  for (const [family, listed, a, aaaa] of [[6, '10.45.9.9', ['10.45.0.1'], ['fd00::45:1']], [4, 'fd00::45:9', ['10.45.0.1'], ['fd00::45:1']]]) {
+    t.test(`family ${family}: a name the hosts file lists for the other family only keeps its DNS TTL`, async (t) => {
+      t.teardown(() => fs.writeFileSync('/etc/hosts', HOSTS))
+      fs.writeFileSync('/etc/hosts', `${HOSTS}${listed} other${family}.test\n`)
+      server.set(`other${family}.test`, { a, aaaa, ttl: 1 })
+      const { follows, agree } = differ(t, 0, family)
+      const first = family === 6 ? 'fd00::45:1' : '10.45.0.1'
+      t.equal(await agree(`other${family}.test`, 'first answer'), first)
+      await follows(`other${family}.test`, 1000, 'learnt from DNS')
+      server.set(`other${family}.test`, { a: ['10.45.0.2'], aaaa: ['fd00::45:2'], ttl: 1 })
+      t.equal(await follows(`other${family}.test`, 1000, 'changed in DNS'), family === 6 ? 'fd00::45:2' : '10.45.0.2')
+    })
+  }
 
   t.test('a record changed before the first refresh and after it keeps its TTL', async (t) => {
     server.set('chg.test', { a: ['10.44.0.1'], ttl: 1 })

@@ -18,6 +18,21 @@ t.test('parseHosts reads addresses per name, case-insensitively, skipping commen
   t.equal(names.size, 2)
 })
 
+// Lines the real getaddrinfo skips or reads otherwise (checked in a private
+// namespace: Node's lookup answered these names from DNS). Taken as listed,
+// the cache kept their DNS answers fallbackTtlMs, past their TTL.
+t.test('parseHosts skips what glibc skips: a scoped IPv6 address, names split by a no-break space', async (t) => {
+  const names = parseHosts('fe80::1%lo scoped.test\n10.0.0.9 foo\u00a0nbsp.test\n10.0.0.8\u00a0nbsp2.test\n10.0.0.7\tok.test\v\fok2.test\r\n')
+  t.equal(names.has('scoped.test'), false, 'scoped')
+  t.equal(names.has('nbsp.test'), false, 'a no-break space is part of the name')
+  t.same(names.get('foo\u00a0nbsp.test'), [{ address: '10.0.0.9', family: 4 }])
+  t.equal(names.has('nbsp2.test'), false, 'nor is 10.0.0.8\u00a0nbsp2.test an address')
+  t.same(names.get('ok.test'), [{ address: '10.0.0.7', family: 4 }])
+  t.same(names.get('ok2.test'), [{ address: '10.0.0.7', family: 4 }], 'tab, vertical tab, form feed and CR are spaces')
+  const nul = parseHosts('10.0.0.9 svc.test\0 nul.test\n')
+  t.same([...nul.keys()], ['svc.test'], 'a NUL ends the line: nul.test goes to DNS, as for glibc')
+})
+
 t.test('the hosts file is re-read when it changes, and a missing or unreadable one means no entries', async (t) => {
   const file = path.join(tmp, 'hosts')
   fs.writeFileSync(file, '10.0.0.1 one.test\n')
@@ -28,6 +43,13 @@ t.test('the hosts file is re-read when it changes, and a missing or unreadable o
   fs.utimesSync(file, new Date(), new Date(Date.now() + 5000))
   t.same(await ask('one.test'), [{ address: '10.0.0.2', family: 4 }])
   t.same(await ask('one.test'), [{ address: '10.0.0.2', family: 4 }], 'unchanged file, same answer')
+  // Same size, same inode, the mtime put back (as cp -p or tar does, or a
+  // clock too coarse to tell two writes apart): only the ctime moves.
+  fs.utimesSync(file, 1_700_000_000, 1_700_000_000)
+  t.same(await ask('one.test'), [{ address: '10.0.0.2', family: 4 }])
+  fs.writeFileSync(file, '10.0.0.4 one.test\n')
+  fs.utimesSync(file, 1_700_000_000, 1_700_000_000)
+  t.same(await ask('one.test'), [{ address: '10.0.0.4', family: 4 }], 'an edit in place that keeps size and mtime')
   fs.rmSync(file)
   t.equal(await ask('one.test'), undefined)
   t.equal(await new Promise((resolve) => new HostsFile(tmp, 0).lookup('x', resolve)), undefined, 'a directory')

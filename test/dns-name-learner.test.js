@@ -102,10 +102,10 @@ t.test('nsswitch.conf read from a file', async (t) => {
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const file = path.join(dir, 'nsswitch.conf')
   fs.writeFileSync(file, 'passwd: files\nhosts: files mdns4_minimal [NOTFOUND=return] dns # comment\n')
-  t.same(readHostsServices(file), { dns: true, mdns: true })
+  t.same(readHostsServices(file), { dns: true, mdns: true, myhostname: false })
   fs.writeFileSync(file, 'passwd: files\n')
-  t.same(readHostsServices(file), { dns: true, mdns: false }, 'no hosts line: the default')
-  t.same(readHostsServices(path.join(dir, 'none')), { dns: true, mdns: false }, 'no file: the default')
+  t.same(readHostsServices(file), { dns: true, mdns: false, myhostname: false }, 'no hosts line: the default')
+  t.same(readHostsServices(path.join(dir, 'none')), { dns: true, mdns: false, myhostname: false }, 'no file: the default')
 })
 
 t.test('the host\'s address families, as glibc counts them', async (t) => {

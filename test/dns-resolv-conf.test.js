@@ -55,6 +55,13 @@ t.test('the last of domain and search wins; LOCALDOMAIN and RES_OPTIONS override
   t.same(parseResolvConf('search a.test b.test # x\n', { env: {}, hostname: 'h' }).search, ['a.test', 'b.test', '#', 'x'], 'glibc takes every word of a search line')
   t.same(parseResolvConf('search a.test\nsearch\ndomain\n', { env: {}, hostname: 'h' }).search, ['a.test'], 'an empty line changes nothing')
   t.same(parseResolvConf('domain c.test d.test\n', { env: {}, hostname: 'h' }).search, ['c.test'], 'domain: the first word')
+  // Checked against the real getaddrinfo: with this file it asks "web.c.test\r"
+  // then "web"; a cache that asked web.c.test found another name's answer.
+  t.same(parseResolvConf('domain c.test\r\nsearch\r\n', { env: {}, hostname: 'h' }).search, ['c.test\r'], 'a CRLF domain line keeps its CR, as glibc')
+  t.same(parseResolvConf('search a.test b.test\r\n', { env: {}, hostname: 'h' }).search, ['a.test', 'b.test\r'], 'and a search line')
+  // Checked against the real getaddrinfo: it asked 127.0.0.2, and the search
+  // list was a.test alone; a cache that skipped the line asked 127.0.0.1.
+  t.match(parseResolvConf('nameserver 127.0.0.2\0x\nsearch a.test\0 b.test\n', { env: {}, hostname: 'h' }), { nameservers: ['127.0.0.2'], search: ['a.test'] }, 'a NUL ends the line')
   t.same(parseResolvConf('search a.test\n', { env: { LOCALDOMAIN: 'x.test y.test' }, hostname: 'h' }).search, ['x.test', 'y.test'])
   t.same(parseResolvConf('', { env: {}, hostname: 'web-1.corp.example' }).search, ['corp.example'], 'the hostname\'s domain when the file names none')
   t.same(parseResolvConf('', { env: {}, hostname: 'web-1' }).search, [])
@@ -90,6 +97,13 @@ t.test('ResolvConf notices a change of the file', async (t) => {
   fs.writeFileSync(file, K8S.replace('ndots:5', 'ndots:2 no-aaaa'))
   t.match(await current(), { ndots: 2, noAaaa: true })
   t.ok(rc.generation > first)
+  // Same size, same inode, the mtime put back (as cp -p or tar does, or a
+  // clock too coarse to tell two writes apart): only the ctime moves.
+  fs.utimesSync(file, 1_700_000_000, 1_700_000_000)
+  await current()
+  fs.writeFileSync(file, K8S.replace('ndots:5', 'ndots:3 no-aaaa'))
+  fs.utimesSync(file, 1_700_000_000, 1_700_000_000)
+  t.match(await current(), { ndots: 3 }, 'an edit in place that keeps size and mtime')
   fs.rmSync(file)
   t.match(await current(), { ndots: 1, nameservers: [] }, 'no file: glibc\'s defaults')
   fs.mkdirSync(file)
@@ -105,11 +119,16 @@ t.test('names no DNS server is asked for', async (t) => {
   const { mayAskDns, parseHostsLine } = require('../lib/dns/name-learner')
   const plain = parseHostsLine('hosts:          files dns')
   const mdns = parseHostsLine('hosts: files mdns4_minimal [NOTFOUND=return] dns myhostname')
-  for (const name of ['localhost', 'LOCALHOST.', 'db.localhost', os.hostname()]) t.equal(mayAskDns(name, plain), false, name)
+  for (const name of ['localhost', 'LOCALHOST.', 'db.localhost']) t.equal(mayAskDns(name, plain), false, name)
+  // Checked against the real getaddrinfo: with "files dns" and a hosts file
+  // that does not list it, this host's name is answered by DNS, with a TTL.
+  t.equal(mayAskDns(os.hostname(), plain), true, 'this host\'s name, without nss-myhostname')
+  t.equal(mayAskDns(os.hostname(), parseHostsLine('hosts: files myhostname dns')), false, 'with nss-myhostname before dns')
+  t.equal(mayAskDns(os.hostname(), mdns), true, 'with nss-myhostname after dns')
   t.equal(mayAskDns('api.example.com', plain), true)
   t.equal(mayAskDns('statsd.monitoring.svc.cluster.local.', plain), true, 'cluster.local is DNS unless nsswitch says mDNS')
   t.equal(mayAskDns('printer.local', mdns), false, 'with mDNS in nsswitch, .local is not DNS\'s')
   t.equal(mayAskDns('api.example.com', mdns), true)
   t.equal(mayAskDns('api.example.com', parseHostsLine('hosts: files')), false, 'no dns in nsswitch: no DNS query at all')
-  t.same(parseHostsLine(null), { dns: true, mdns: false }, 'no nsswitch.conf: glibc\'s default')
+  t.same(parseHostsLine(null), { dns: true, mdns: false, myhostname: false }, 'no nsswitch.conf: glibc\'s default')
 })

@@ -58,4 +58,25 @@ function run ({ nameserver }) {
     }))
     t.ok(server.count(fqdn, 'AAAA') >= 3, 'a name that gains an AAAA record would change what getaddrinfo returns')
   })
+
+  // Under ADDRCONFIG glibc narrows an unspecified family to IPv4 here, and
+  // asks the hosts file for IPv4 only: a name it lists with an IPv6 address
+  // alone is answered by DNS, and must keep its DNS TTL, not fallbackTtlMs.
+  t.test('under ADDRCONFIG, a name the hosts file lists for IPv6 only is refreshed through DNS', async (t) => {
+    const fs = require('node:fs')
+    const hosts = fs.readFileSync('/etc/hosts', 'latin1')
+    t.teardown(() => fs.writeFileSync('/etc/hosts', hosts))
+    fs.writeFileSync('/etc/hosts', `${hosts}fd00::32:9 v6listed.example\n`)
+    server.set('v6listed.example', { a: ['10.32.0.1'], ttl: 1 })
+    const cache = createDnsCache({ hostsFile: '/etc/hosts', minTtlMs: 100, fallbackTtlMs: 60_000 })
+    t.teardown(() => cache.close())
+    const options = { hints: dns.ADDRCONFIG, all: true }
+    const answer = (lookup) => new Promise((resolve, reject) => lookup('v6listed.example', options, (err, list) => err ? reject(err) : resolve(list)))
+    t.same(await answer(cache.lookup), await answer(dns.lookup), 'the first answer is Node\'s')
+    t.ok(await eventually(async () => {
+      await answer(cache.lookup)
+      return cache.stats().refreshesKept >= 2
+    }), 'refreshed through DNS at its TTL')
+    t.equal(cache.stats().fallbacks, 0, 'never kept as a hosts-file answer')
+  })
 }

@@ -242,6 +242,18 @@ t.test('a server no socket can reach is a try without an answer, never a throw',
   }
 })
 
+// glibc reads any spelling of an IPv6 nameserver; the reply comes from its
+// short form. Ignored, every refresh of a name waited out both tries and
+// kept the old answer that long past its TTL.
+t.test('a reply from an IPv6 server resolv.conf spells in long form is taken', async (t) => {
+  const server6 = await startDnsServer({ address: '::1' })
+  t.teardown(() => server6.close())
+  server6.set('long.test', { a: ['10.0.3.1'], ttl: 5 })
+  for (const spelling of ['0:0:0:0:0:0:0:1', '0::1', '0000::0001']) {
+    t.same(await askTtl([`[${spelling}]:${server6.port}`], 'long.test', true, false, 2000, 1), [{ address: '10.0.3.1', ttl: 5, family: 4 }], spelling)
+  }
+})
+
 t.test('a negative reply carries its RFC 2308 TTL: min(SOA TTL, SOA minimum)', async (t) => {
   const server = await startDnsServer()
   t.teardown(() => server.close())

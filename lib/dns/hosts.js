@@ -9,8 +9,8 @@ const { isIP } = require('./ip')
 const stat = promisify(fs.stat)
 const readFile = promisify(fs.readFile)
 
-// The hosts file, parsed on demand and re-read when its mtime, size or inode
-// changes, checked at most once per `checkIntervalMs` (0: at every lookup,
+// The hosts file, parsed on demand and re-read when its mtime, ctime, size,
+// inode or device changes, checked at most once per `checkIntervalMs` (0: at every lookup,
 // as the cache does: a stat per resolution, so that a refresh follows the
 // file as getaddrinfo would at that moment). It tells the cache which names
 // the system resolver answers from the file, so they are cached for
@@ -19,7 +19,7 @@ class HostsFile {
   #path
   #checkIntervalMs
   #names = new Map() // lower-case name -> [{ address, family }]
-  #version = '' // mtime, size and inode as last read
+  #version = '' // mtime, ctime, size, inode and device as last read
   #checkedAt = -Infinity
   #loading = null
   generation = 0 // grows with every change of the file's names
@@ -59,7 +59,10 @@ class HostsFile {
       this.#version = ''
       return
     }
-    const version = `${info.mtimeMs} ${info.size} ${info.ino}`
+    // ctime too: an edit in place that keeps the size and restores the
+    // mtime (cp -p, tar, a coarse clock) still moves it; dev, for a file
+    // bind-mounted in place of another with the same inode number.
+    const version = `${info.mtimeMs} ${info.ctimeMs} ${info.size} ${info.ino} ${info.dev}`
     if (version === this.#version) return
     let text
     try {
@@ -76,11 +79,16 @@ class HostsFile {
 function parseHosts (text) {
   const names = new Map()
   for (let line of text.split('\n')) {
-    const hash = line.indexOf('#')
-    if (hash !== -1) line = line.slice(0, hash)
-    const fields = line.trim().split(/\s+/)
+    // A comment, or a NUL (glibc reads the line as a C string), ends it.
+    const end = line.search(/[#\0]/)
+    if (end !== -1) line = line.slice(0, end)
+    // Fields as glibc's nss_files splits them: C's isspace, not Unicode's
+    // (a no-break space is part of a name).
+    const fields = line.split(/[ \t\n\v\f\r]+/).filter(Boolean)
     if (fields.length < 2) continue
-    const family = isIP(fields[0])
+    // An address inet_pton reads: a scoped IPv6 one is not, and glibc skips
+    // its line (the name goes to DNS).
+    const family = fields[0].includes('%') ? 0 : isIP(fields[0])
     if (family === 0) continue
     for (let i = 1; i < fields.length; i++) {
       const name = fields[i].toLowerCase()

@@ -132,14 +132,15 @@ class NameLearner {
 }
 
 // Names no DNS server was asked for: localhost (RFC 6761), this host's own
-// name (nss-myhostname answers it), and .local names where nsswitch puts an
+// name where nsswitch puts nss-myhostname before dns (which answers it; with
+// "files dns" glibc asks DNS for it like any other name), and .local names where nsswitch puts an
 // mDNS service first (RFC 6762). Without one, glibc asks DNS for .local names
 // like any other, and Kubernetes' cluster.local depends on it.
 function mayAskDns (hostname, services = hostsServices()) {
   const name = (hostname.endsWith('.') ? hostname.slice(0, -1) : hostname).toLowerCase()
   if (name === 'localhost' || name.endsWith('.localhost')) return false
   if ((name === 'local' || name.endsWith('.local')) && services.mdns) return false
-  return services.dns && name !== os.hostname().toLowerCase()
+  return services.dns && !(services.myhostname && name === os.hostname().toLowerCase())
 }
 
 // The hosts line of /etc/nsswitch.conf, read once: whether DNS is asked at
@@ -160,9 +161,11 @@ function readHostsServices (file) {
 }
 
 function parseHostsLine (line) {
-  if (line === null) return { dns: true, mdns: false }
+  if (line === null) return { dns: true, mdns: false, myhostname: false }
   const words = line.replace(/#.*/, '').replace(/\[[^\]]*\]/g, ' ').split(/[\s:]+/).slice(1)
-  return { dns: words.includes('dns'), mdns: words.some((w) => w.startsWith('mdns')) }
+  const dns = words.indexOf('dns')
+  const myhostname = words.indexOf('myhostname')
+  return { dns: dns !== -1, mdns: words.some((w) => w.startsWith('mdns')), myhostname: myhostname !== -1 && (dns === -1 || myhostname < dns) }
 }
 
 // glibc asks 127.0.0.1 when resolv.conf names no server.

@@ -37,7 +37,10 @@ function parseResolvConf (text, { env = process.env, hostname = os.hostname() } 
   const conf = defaults()
   const fromEnv = typeof env.LOCALDOMAIN === 'string'
   let search = null
-  for (const line of text.split('\n')) {
+  for (let line of text.split('\n')) {
+    // glibc reads the line as a C string: a NUL ends it.
+    const nul = line.indexOf('\0')
+    if (nul !== -1) line = line.slice(0, nul)
     if (keyword(line, 'nameserver')) {
       const server = nameserver(line.slice(10))
       if (server !== null && conf.nameservers.length < MAXNS) conf.nameservers.push(server)
@@ -66,8 +69,10 @@ function keyword (line, word) {
   return line.startsWith(word) && (line[word.length] === ' ' || line[word.length] === '\t')
 }
 
+// glibc ends the word at a space, a tab or the line's end, and keeps a CR
+// (a CRLF file's domain is "a.test\r", and so are the names it asks).
 function firstWord (rest) {
-  return rest.replace(/^[ \t]+/, '').split(/[ \t]/)[0].replace(/\r$/, '')
+  return rest.replace(/^[ \t]+/, '').split(/[ \t]/)[0]
 }
 
 // A nameserver line's first word, as glibc takes it: an IPv4 address in any
@@ -161,7 +166,7 @@ function searchCandidates (name, conf) {
 class ResolvConf {
   #path
   #checkIntervalMs
-  #version = '' // mtime, size and inode as last read
+  #version = '' // mtime, ctime, size, inode and device as last read
   #checkedAt = -Infinity
   #loading = null
   #parseOptions
@@ -191,7 +196,8 @@ class ResolvConf {
     } catch {
       info = null
     }
-    const version = info === null ? 'none' : `${info.mtimeMs} ${info.size} ${info.ino}`
+    // As hosts.js: ctime and dev too, so no edit in place goes unseen.
+    const version = info === null ? 'none' : `${info.mtimeMs} ${info.ctimeMs} ${info.size} ${info.ino} ${info.dev}`
     if (version === this.#version) return
     let text = ''
     if (info !== null) {

@@ -122,7 +122,7 @@ class TtlQuery {
   #onMessage (msg, rinfo) {
     if (msg.length < 2) return
     const entry = this.#pending.get(msg.readUInt16BE(0))
-    if (entry === undefined || rinfo.address !== entry.server.address || rinfo.port !== entry.server.port) return
+    if (entry === undefined || rinfo.port !== entry.server.port || !sameHost(rinfo.address, entry.server.address)) return
     const found = decodeReply(msg, entry.type, entry.lookup.name)
     if (found === null) return
     // A truncated reply says nothing about the name.
@@ -294,6 +294,21 @@ function negativeTtl (msg) {
 }
 
 function ignore () {}
+
+// Whether a reply's sender is the server asked. resolv.conf may spell an
+// IPv6 server as glibc reads it (0:0:0:0:0:0:0:1, upper case, a scope by
+// index) and the socket reports the sender in its short form, so IPv6
+// addresses compare by value, the scope aside (the id, port and question
+// still have to match).
+function sameHost (from, address) {
+  if (from === address) return true
+  const bare = address.split('%')[0]
+  return isIP(bare) === 6 && shortIPv6(from.split('%')[0]) === shortIPv6(bare)
+}
+
+function shortIPv6 (address) {
+  return new (require('node:net').SocketAddress)({ address, family: 'ipv6' }).address
+}
 
 // A name's key: its labels, length-prefixed, ASCII letters folded (DNS
 // compares names so, RFC 4343); other bytes as they are.
