@@ -8,6 +8,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
+const { withWarnings } = require('./helpers/with-warnings')
 
 const root = path.join(__dirname, '..')
 const dir = path.join(root, 'examples')
@@ -54,7 +55,7 @@ const keyLines = {
 
 function run (file) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join('examples', file)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [path.join('examples', file)], { cwd: root, env: withWarnings(), stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d) => { stdout += d })

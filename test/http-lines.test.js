@@ -7,10 +7,11 @@
 const t = require('tap')
 const { execFile } = require('node:child_process')
 const path = require('node:path')
+const { withWarnings } = require('./helpers/with-warnings')
 
 const fixture = path.join(__dirname, 'fixtures', 'http-readers.js')
 const run = (order, name) => new Promise((resolve, reject) => {
-  execFile(process.execPath, [fixture, order, name], (err, stdout, stderr) => {
+  execFile(process.execPath, [fixture, order, name], { env: withWarnings() }, (err, stdout, stderr) => {
     if (err) return reject(Object.assign(err, { stderr }))
     resolve({ out: JSON.parse(stdout), stderr })
   })
