@@ -7,8 +7,10 @@
 // then keep real time, as undici's sockets do, instead of never ending or
 // ending when the test ticks its clock. Loaded with the package, before a
 // test can install its fakes.
+// The clock is process.hrtime's, not performance.now(): as fake-proof once
+// captured, and it does not load perf_hooks into every process at start-up.
 const timers = require('node:timers')
-const { performance } = require('node:perf_hooks')
+const hrtime = process.hrtime.bigint
 
 module.exports = {
   setTimeout: timers.setTimeout,
@@ -17,6 +19,6 @@ module.exports = {
   clearInterval: timers.clearInterval,
   setImmediate: timers.setImmediate,
   clearImmediate: timers.clearImmediate,
-  now: performance.now.bind(performance),
+  now: () => Number(hrtime()) / 1e6,
   dateNow: Date.now,
 }
