@@ -170,6 +170,8 @@ class WrappedProducer {
   async disconnect (options) {
     offShutdown(this)
     const started = performance.now()
+    // Each option read once (a getter's answer can change), by close() and here.
+    if (options !== null && typeof options === 'object') options = { ...options }
     let failure = null
     try {
       await this.#batcher.close(options)
