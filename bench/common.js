@@ -83,4 +83,32 @@ function option (argv, name, fallback, { integer = true } = {}) {
   return value
 }
 
-module.exports = { requestSampler, percentile, round, report, option }
+// The first IPC message from `child` that `predicate` accepts; rejects when
+// the child exits first or `timeoutMs` passes, with `tail()` (its last
+// output) in the error.
+function childMessage (child, predicate, what, timeoutMs, tail = () => '') {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      cleanup()
+      reject(new Error(`child: no ${what} within ${timeoutMs} ms: ${tail()}`))
+    }, timeoutMs)
+    const onMessage = (msg) => {
+      if (!predicate(msg)) return
+      cleanup()
+      resolve(msg)
+    }
+    const onExit = (code, signal) => {
+      cleanup()
+      reject(new Error(`child exited (${code ?? signal}) before ${what}: ${tail()}`))
+    }
+    const cleanup = () => {
+      clearTimeout(timer)
+      child.off('message', onMessage)
+      child.off('exit', onExit)
+    }
+    child.on('message', onMessage)
+    child.once('exit', onExit)
+  })
+}
+
+module.exports = { requestSampler, percentile, round, report, option, childMessage }

@@ -54,7 +54,7 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { option } = require('./common')
+const { option, childMessage } = require('./common')
 
 const LABELS = ['floor', 'baseline', 'hand-fixed', 'io-hygiene']
 const WINDOW_S = 10
@@ -229,7 +229,7 @@ async function runLabel (label, config, p, { receiver, delivered }) {
     else if (msg.alert) alerts.push(msg.alert)
   })
   try {
-    const { port } = await message(child, (m) => m.ready, 'ready', 90_000, () => stderr)
+    const { port } = await childMessage(child, (m) => m.ready, 'ready', 90_000, () => stderr)
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1024 })
 
     receiver.reset()
@@ -249,7 +249,7 @@ async function runLabel (label, config, p, { receiver, delivered }) {
     agent.destroy()
 
     child.send('close')
-    await message(child, (m) => m.closed, 'closed', 30_000, () => stderr).catch(() => child.kill('SIGKILL'))
+    await childMessage(child, (m) => m.closed, 'closed', 30_000, () => stderr).catch(() => child.kill('SIGKILL'))
     await receiver.settle(300, 10_000)
     const statsdDelivered = receiver.lines - statsdBefore
     const kafkaDelivered = label === 'floor' ? 0 : (await delivered(config.topic)) - kafkaBefore
@@ -439,31 +439,6 @@ function charts (runs, p) {
     })
   }
   return out
-}
-
-function message (child, predicate, what, timeoutMs, tail) {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      cleanup()
-      reject(new Error(`service: no ${what} within ${timeoutMs} ms: ${tail()}`))
-    }, timeoutMs)
-    const onMessage = (msg) => {
-      if (!predicate(msg)) return
-      cleanup()
-      resolve(msg)
-    }
-    const onExit = (code, signal) => {
-      cleanup()
-      reject(new Error(`service exited (${code ?? signal}) before ${what}: ${tail()}`))
-    }
-    const cleanup = () => {
-      clearTimeout(timer)
-      child.off('message', onMessage)
-      child.off('exit', onExit)
-    }
-    child.on('message', onMessage)
-    child.once('exit', onExit)
-  })
 }
 
 async function until (check, timeoutMs) {

@@ -43,7 +43,7 @@ const { fork, spawnSync } = require('node:child_process')
 const http = require('node:http')
 const net = require('node:net')
 const path = require('node:path')
-const { report, round, option } = require('./common')
+const { report, round, option, childMessage } = require('./common')
 
 const LABELS = ['baseline', 'io-hygiene', 'dd-trace']
 const HANDLERS = ['hello', 'realistic']
@@ -99,28 +99,7 @@ async function startUpstream () {
 }
 
 function once (child, predicate, what, timeoutMs = CHILD_TIMEOUT_MS) {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      cleanup()
-      reject(new Error(`child: no ${what} within ${timeoutMs} ms`))
-    }, timeoutMs)
-    const onMessage = (msg) => {
-      if (!predicate(msg)) return
-      cleanup()
-      resolve(msg)
-    }
-    const onExit = (code, signal) => {
-      cleanup()
-      reject(new Error(`child exited (${code ?? signal}) before ${what}: ${child.stderrTail}`))
-    }
-    const cleanup = () => {
-      clearTimeout(timer)
-      child.off('message', onMessage)
-      child.off('exit', onExit)
-    }
-    child.on('message', onMessage)
-    child.on('exit', onExit)
-  })
+  return childMessage(child, predicate, what, timeoutMs, () => child.stderrTail)
 }
 
 function startServer (label, handler, config) {
