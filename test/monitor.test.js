@@ -453,6 +453,21 @@ t.test('gauges and window histograms reach a real StatsD receiver', async (t) =>
   t.ok(receiver.packets < receiver.lines, `batched: ${receiver.lines} lines in ${receiver.packets} packets`)
 })
 
+t.test('a registry that throws part way keeps none of the monitor\'s metrics', async (t) => {
+  const registry = new Registry()
+  const register = registry.registerMetric.bind(registry)
+  let calls = 0
+  registry.registerMetric = (m) => {
+    if (++calls === 5) throw new Error('registry full')
+    register(m)
+  }
+  t.throws(() => createMonitor({ ...QUIET, registry }), { message: 'registry full' })
+  t.equal(registry.getMetricsAsArray().length, 0, 'the four registered before the throw are gone')
+  registry.registerMetric = register
+  monitor(t, { registry })
+  t.match(await registry.metrics(), /io_hygiene_active_requests/, 'the next monitor registers')
+})
+
 t.test('a second monitor on the same prom-client registry gets a coded error saying what to do', async (t) => {
   const registry = new Registry()
   const first = monitor(t, { registry })

@@ -86,16 +86,20 @@ function register (registry, latest, totals) {
       'one monitor per registry. Close the monitor that registered it first, read that monitor ' +
       '(install({ monitor }) returns it as handle.monitor), or pass another Registry')
   }
-  for (const m of metrics) registry.registerMetric(m)
-  sync()
-  return {
-    sync,
-    undo () {
-      for (const m of [...metrics, ...histograms.values()]) {
-        if (registry.getSingleMetric(m.name) === m) registry.removeSingleMetric(m.name)
-      }
-    },
+  const undo = () => {
+    for (const m of [...metrics, ...histograms.values()]) {
+      if (registry.getSingleMetric(m.name) === m) registry.removeSingleMetric(m.name)
+    }
   }
+  // All or none: a registry that throws part way keeps none of ours.
+  try {
+    for (const m of metrics) registry.registerMetric(m)
+    sync()
+  } catch (err) {
+    undo()
+    throw err
+  }
+  return { sync, undo }
 }
 
 module.exports = { register }
