@@ -8,6 +8,19 @@ const { closeAll, createHttpSink } = require('..')
 const { startHttpServer } = require('./helpers/http-server')
 const { createBatcher } = require('../lib/batch')
 
+// Runs `code` in a child; onOutput(out, child) sees its whole stdout after
+// each chunk (to send the signals); resolves { exited, out } at its exit.
+function runChild (t, code, onOutput) {
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
+  t.teardown(() => child.kill('SIGKILL'))
+  let out = ''
+  child.stdout.on('data', (d) => {
+    out += d
+    onOutput(out, child)
+  })
+  return new Promise((resolve) => child.on('exit', (code, signal) => resolve({ exited: { code, signal }, out })))
+}
+
 const never = () => new Promise(() => {})
 
 t.test('closeAll() checks its options before closing anything', async (t) => {
@@ -67,18 +80,13 @@ t.test('a second signal the application listens for is the application\'s', asyn
       else process.stdout.write('ready\\n')
     })
     process.stdout.write('ready\\n')`
-  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
-  t.teardown(() => child.kill('SIGKILL'))
-  let out = ''
   let signals = 0
-  child.stdout.on('data', (d) => {
-    out += d
+  const { exited, out } = await runChild(t, code, (out, child) => {
     while (out.split('ready\n').length - 1 > signals) {
       signals++
       child.kill('SIGTERM')
     }
   })
-  const exited = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
   t.same(exited, { code: 0, signal: null }, 'ended by the application, not by either signal')
   t.same(out.trim().split('\n'), ['ready', 'app got SIGTERM', 'ready', 'app got SIGTERM', 'closed'])
 })
@@ -130,14 +138,11 @@ for (const how of ['prependOnceListener', 'prependListener, removing itself']) {
       }
       process.${how.startsWith('prependOnce') ? 'prependOnceListener' : 'prependListener'}('SIGTERM', handler)
       process.stdout.write('ready\\n')`
-    const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
-    t.teardown(() => child.kill('SIGKILL'))
-    let out = ''
-    child.stdout.on('data', (d) => {
-      if (out === '') child.kill('SIGTERM')
-      out += d
+    let sent = false
+    const { exited, out } = await runChild(t, code, (out, child) => {
+      if (!sent) child.kill('SIGTERM')
+      sent = true
     })
-    const exited = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
     t.same(exited, { code: 0, signal: null }, 'ended by the application, not by the signal')
     t.same(out.trim().split('\n'), ['ready', 'handler done'])
   })
@@ -159,15 +164,10 @@ t.test('a signal only we listen for, after one the application handled, drains f
     })
     setInterval(() => {}, 1000) // a server, say: it ends by the signal
     process.stdout.write('ready\\n')`
-  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
-  t.teardown(() => child.kill('SIGKILL'))
-  let out = ''
   let signals = 0
-  child.stdout.on('data', (d) => {
-    out += d
+  const { exited, out } = await runChild(t, code, (out, child) => {
     while (out.split('ready\n').length - 1 > signals) child.kill(signals++ === 0 ? 'SIGINT' : 'SIGTERM')
   })
-  const exited = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
   t.same(exited, { code: null, signal: 'SIGTERM' }, 'dies of SIGTERM, as without us')
   t.same(out.trim().split('\n'), ['ready', 'ready', 'sent a'], 'what it held was sent first')
 })
@@ -186,15 +186,10 @@ t.test('a signal the application handles during our drain is left to it', async 
     process.on('SIGINT', () => process.stdout.write('app got SIGINT\\n'))
     setInterval(() => {}, 1000)
     process.stdout.write('ready\\n')`
-  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] })
-  t.teardown(() => child.kill('SIGKILL'))
-  let out = ''
-  child.stdout.on('data', (d) => {
-    out += d
+  const { exited, out } = await runChild(t, code, (out, child) => {
     if (out === 'ready\n') child.kill('SIGTERM')
     if (out === 'ready\nsending\n') child.kill('SIGINT')
   })
-  const exited = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
   t.same(exited, { code: null, signal: 'SIGTERM' })
   t.same(out.trim().split('\n'), ['ready', 'sending', 'app got SIGINT', 'ERR_IO_HYGIENE_TIMEOUT'])
 })

@@ -8,6 +8,7 @@
 // Each caller must get what plain kafkajs gave (the same record, or a
 // refusal), and no good call may fail.
 const t = require('tap')
+const { random } = require('./helpers/random')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -33,16 +34,6 @@ t.teardown(async () => {
   undo()
   fs.rmSync(pristineDir, { recursive: true, force: true })
 })
-
-// A small seeded generator (mulberry32), so that a failure can be replayed.
-function random (seed) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const NOW = Date.now()
 const BYTES = [

@@ -1,6 +1,7 @@
 'use strict'
 
 const t = require('tap')
+const { random } = require('./helpers/random')
 const path = require('node:path')
 const { createRecordEncoder } = require('../lib/kafka/record-encoder')
 
@@ -28,16 +29,6 @@ function outcome (encode, record) {
 
 function same (t, record, name) {
   t.same(outcome(Record, record), outcome(kafkajsRecord, record), name)
-}
-
-// A small seeded generator (mulberry32), so that a failure can be replayed.
-function random (seed) {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 const STRINGS = ['', 'a', 'héllo', 'ünïcødé ✓', '😀 emoji', '\ud800 lone surrogate', 'x'.repeat(127), 'y'.repeat(128), 'z'.repeat(20_000)]
