@@ -2,6 +2,7 @@
 
 const { Histogram } = require('./histogram')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT } = require('../core/errors')
+const { sharedSlot } = require('../core/global-slot')
 
 // The process's operation histograms, shared by every copy of io-hygiene
 // loaded in it. A module asks once for the histogram of a kind and label set
@@ -24,17 +25,10 @@ const MAX_SERIES_PER_KIND = 100
 const KIND = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/
 const LABEL = /^[a-z_][a-z0-9_]*$/
 
-// key -> { kind, labels, histogram }. On a frozen globalThis, which can take
-// no property, this copy keeps its own: requests must not fail for a metric.
-let own = null
+// key -> { kind, labels, histogram }, shared by every copy through
+// globalThis (on a frozen one, this copy's own: see core/global-slot.js).
 function registry () {
-  const shared = globalThis[kRegistry]
-  if (shared !== undefined) return shared
-  if (own !== null) return own
-  const map = new Map()
-  if (Reflect.set(globalThis, kRegistry, map)) return map
-  own = map
-  return own
+  return sharedSlot(kRegistry, () => new Map())
 }
 
 function histogram (kind, labels = {}) {
