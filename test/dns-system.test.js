@@ -139,6 +139,59 @@ function run ({ nameserver }) {
     dns.setDefaultResultOrder('verbatim')
   })
 
+  // Which comes first: a setImmediate scheduled just before the lookup, or
+  // the lookup's answer. `ask(done)` starts one lookup that calls done().
+  function first (ask) {
+    return new Promise((resolve) => {
+      const seen = []
+      const done = (what) => {
+        seen.push(what)
+        if (seen.length === 2) resolve(seen[0])
+      }
+      setImmediate(done, 'setImmediate')
+      ask(() => done('lookup'))
+    })
+  }
+
+  t.test('every answer comes on a later turn of the event loop, as Node\'s own lookup of a name: after a setImmediate scheduled before it', async (t) => {
+    server.set('turn.test', { a: ['10.3.3.1'], ttl: 300 })
+    server.set('turn-stale.test', { a: ['10.3.3.2'], ttl: 1 })
+    const forms = {
+      callback: (lookup) => (name, done) => lookup(name, { all: true }, done),
+      'callback, no options': (lookup) => (name, done) => lookup(name, done),
+      'util.promisify': (lookup) => (name, done) => util.promisify(lookup)(name).then(done, done),
+      'dns.promises': (lookup, promises) => (name, done) => promises(name, { family: 4 }).then(done, done),
+    }
+    const names = ['turn.test', 'missing.test', '127.0.0.1', '::1']
+    const expected = {}
+    for (const [form, make] of Object.entries(forms)) {
+      const ask = make(originalLookup, originalPromise)
+      for (const name of names) expected[`${form} ${name}`] = await first((done) => ask(name, done))
+    }
+    // Node's own: a name after the setImmediate, an IP literal before it.
+    t.equal(expected['callback turn.test'], 'setImmediate', 'the oracle: Node answers a name on a later turn')
+    t.equal(expected['callback 127.0.0.1'], 'lookup', 'the oracle: Node answers an IP literal on this turn')
+
+    const { dns: cache } = ioHygiene.install({ http: false, dns: { minTtlMs: 0, errorTtlMs: 60_000 } })
+    t.teardown(() => ioHygiene.uninstall())
+    for (const [form, make] of Object.entries(forms)) {
+      const ask = make(dns.lookup, dns.promises.lookup)
+      for (const name of names) {
+        await first((done) => ask(name, done)) // a miss: the answer (or error) is now cached
+        t.equal(await first((done) => ask(name, done)), expected[`${form} ${name}`], `${form} ${name}: cached, in Node's order`)
+      }
+    }
+    t.ok(cache.stats().hits >= 4 && cache.stats().negativeHits >= 4, 'answered by hits and cached errors')
+
+    // A stale answer, served at once while the refresh runs.
+    const ask = forms.callback(dns.lookup)
+    await first((done) => ask('turn-stale.test', done))
+    t.ok(await untilStale(cache, 'turn-stale.test', 0), 'the TTL runs out')
+    const served = cache.stats().staleServed
+    t.equal(await first((done) => ask('turn-stale.test', done)), 'setImmediate', 'a stale answer, after the setImmediate')
+    t.equal(cache.stats().staleServed, served + 1)
+  })
+
   t.test('perf_hooks: one dns entry per resolution, for the name as the caller wrote it; none for hits', async (t) => {
     const { PerformanceObserver } = require('node:perf_hooks')
     server.set('perf.test', { a: ['10.9.0.1'], ttl: 300 })

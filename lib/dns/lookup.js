@@ -7,6 +7,9 @@
 
 const dns = require('node:dns')
 const { ordered, resultOrder, copyError } = require('./cache')
+// The real setImmediate, as io-hygiene loaded: Node's own lookup of a name
+// answers from the thread pool, which a test's fake timers do not stop.
+const { setImmediate } = require('../core/timers')
 
 // Parses dns.lookup's options into a small integer without allocating:
 // bits 0-4 the cache slot (family index * 8 + hints index), bit 6 all, bits
@@ -100,13 +103,18 @@ function createLookup (cache, original) {
     const order = bits >> 7
     const entry = cache.hit(hostname, slot)
     if (entry !== undefined) {
-      reply(callback, entry, all, order)
+      reply(setImmediate, callback, entry, all, order)
       return new LookupRequest(hostname, slot, callback, all)
     }
+    // Answered within this call (a stale answer, a cached error): on a later
+    // turn, as a hit. Answered by a resolution: that is a later turn already.
+    let sync = true
     const handled = cache.query(hostname, slot, (err, entry) => {
-      if (err) process.nextTick(callback, copyError(err, hostname))
-      else reply(callback, entry, all, order)
+      const defer = sync ? setImmediate : process.nextTick
+      if (err) defer(callback, copyError(err, hostname))
+      else reply(defer, callback, entry, all, order)
     })
+    sync = false
     if (!handled) return original.apply(this, arguments)
     return new LookupRequest(hostname, slot, callback, all)
   }
@@ -125,7 +133,7 @@ function createPromiseLookup (cache, original) {
     const all = (bits & 64) !== 0
     const order = bits >> 7
     const entry = cache.hit(hostname, slot)
-    if (entry !== undefined) return Promise.resolve(shape(entry, all, order))
+    if (entry !== undefined) return later(null, shape(entry, all, order))
     let settle = null
     let sync = null
     const handled = cache.query(hostname, slot, (err, entry) => {
@@ -134,7 +142,7 @@ function createPromiseLookup (cache, original) {
       else settle(err, value)
     })
     if (!handled) return original.apply(this, arguments)
-    if (sync !== null) return sync.err ? Promise.reject(sync.value) : Promise.resolve(sync.value)
+    if (sync !== null) return later(sync.err, sync.value)
     return new Promise((resolve, reject) => {
       settle = (err, value) => err ? reject(value) : resolve(value)
     })
@@ -142,15 +150,24 @@ function createPromiseLookup (cache, original) {
   return lookup
 }
 
-// process.nextTick, read at each call as Node's own lookup does, so that fake
-// timers that replace it see our callbacks too.
-function reply (callback, entry, all, order) {
+// `defer`: setImmediate for what the cache answers within the caller's call:
+// Node's own lookup of a name calls back on a later turn of the event loop,
+// after any setImmediate scheduled before it, and code relies on that order.
+// process.nextTick (read at each call, as Node reads it) for a resolution's
+// answer. Each Immediate keeps its caller's async context.
+function reply (defer, callback, entry, all, order) {
   const list = ordered(entry, resultOrder(order))
-  if (all) process.nextTick(callback, null, copyAll(list))
+  if (all) defer(callback, null, copyAll(list))
   else {
     const first = list[0]
-    process.nextTick(callback, null, first.address, first.family)
+    defer(callback, null, first.address, first.family)
   }
+}
+
+// A promise settled on a later turn of the event loop, as Node's own
+// dns.promises.lookup of a name settles.
+function later (err, value) {
+  return new Promise((resolve, reject) => setImmediate(err ? reject : resolve, value))
 }
 
 function shape (entry, all, order) {
