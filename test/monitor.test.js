@@ -11,9 +11,9 @@ const fs = require('node:fs')
 const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
+const { execFile, spawn } = require('node:child_process')
 const { Registry, collectDefaultMetrics } = require('prom-client')
-const { createMonitor, createStatsd, histogram, install, uninstall } = require('..')
+const { createMonitor, createStatsd, closeAll, histogram, install, uninstall } = require('..')
 const { startStatsdReceiver } = require('./helpers/statsd-receiver')
 const { startDnsServer } = require('./helpers/dns-server')
 const { eventually } = require('./helpers/wait')
@@ -451,6 +451,39 @@ t.test('gauges and window histograms reach a real StatsD receiver', async (t) =>
   t.same(receiver.find('nodejs.test.statsd.count').map((l) => [l.type, l.value, l.tags]), [['c', '10', ['outcome:ok']], ['c', '5', ['outcome:ok']]])
   t.same(receiver.find('nodejs.test.statsd.p99_ms').map((l) => l.value), ['3', '7'])
   t.ok(receiver.packets < receiver.lines, `batched: ${receiver.lines} lines in ${receiver.packets} packets`)
+})
+
+t.test('the monitor sends nothing to a client that is closing: closeAll() leaves droppedAfterClose at 0', async (t) => {
+  const receiver = await startStatsdReceiver()
+  t.teardown(() => receiver.close())
+  const client = createStatsd({ host: '127.0.0.1', port: receiver.port })
+  t.teardown(() => client.close())
+  const m = monitor(t, { statsd: client })
+  m.sample()
+  await closeAll()
+  for (let i = 0; i < 3; i++) m.sample()
+  t.equal(m.stats().samples, 4)
+  t.equal(client.stats().droppedAfterClose, 0, 'no sample written to the closed client')
+  t.equal(m.stats().errors, 0)
+  t.equal(receiver.find('nodejs.monitor.cost_us').length, 1, 'the sample before the close was sent')
+})
+
+t.test('the monitor\'s samples do not hold a SIGTERM\'s drain: the process ends long before shutdownTimeoutMs', async (t) => {
+  const receiver = await startStatsdReceiver()
+  t.teardown(() => receiver.close())
+  const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'monitor-statsd-signal.js'), String(receiver.port)], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  t.teardown(() => child.kill('SIGKILL'))
+  await new Promise((resolve) => child.stdout.on('data', (d) => { if (String(d).includes('ready')) resolve() }))
+  t.ok(await receiver.waitFor((r) => r.find('nodejs.monitor.cost_us').length >= 3), 'the monitor samples into the client')
+  child.kill('SIGTERM')
+  // shutdownTimeoutMs is 24 days: any exit is the drain ending on its own.
+  // The bound only keeps a failing run from hanging the suite.
+  let timer
+  const bound = new Promise((resolve) => { timer = setTimeout(resolve, 30_000, 'still running') })
+  t.teardown(() => clearTimeout(timer))
+  t.same(await Promise.race([exited, bound]), { code: null, signal: 'SIGTERM' }, 'it died of the signal once its own metrics were sent')
+  t.equal(receiver.find('app.started').length, 1)
 })
 
 t.test('a registry that throws part way keeps none of the monitor\'s metrics', async (t) => {

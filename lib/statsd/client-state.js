@@ -61,6 +61,12 @@ function newCounters () {
 
 const TIMED_OUT = Symbol('timed out')
 
+// On a client: background(fn) sends what fn sends as background work (the
+// monitor's samples): in packets of their own, not counted as work a
+// shutdown's drain waits for, and not at all once close() has begun.
+// Returns whether fn ran. Symbol.for, so another copy's monitor finds it.
+const kBackground = Symbol.for('io-hygiene.statsd.background.v1')
+
 // Per-client state: counters, the error path, the exit flush and close().
 class ClientState {
   client = null
@@ -79,6 +85,10 @@ class ClientState {
   #closeCallbacks = 0
   #closeError
   #closeErrorTaken = false
+  // While true, what the transport is handed is background work; packets
+  // (sent or dropped) of it are counted apart, so a drain does not see them.
+  #quiet = false
+  #quietPackets = 0
 
   constructor ({ host, port, errorHandler, closeTimeoutMs, shutdownTimeoutMs, hostLookup = null }) {
     this.host = host
@@ -136,8 +146,9 @@ class ClientState {
   attach (client, { flushOnExit, flushOnSignals }) {
     this.client = client
     this.#originalClose = client.close
-    countPackets(client.socket, this.counters)
+    this.#countPackets(client.socket)
     Object.defineProperty(client, kStatsd, { value: this })
+    Object.defineProperty(client, kBackground, { value: this.#background })
     Object.defineProperty(client, 'close', { value: this.close, writable: true, configurable: true })
     Object.defineProperty(client, 'stats', { value: this.stats, writable: true, configurable: true })
     if (flushOnExit) track(this)
@@ -150,7 +161,7 @@ class ClientState {
         close: (timeoutMs) => this.#closeWithin(timeoutMs),
         flush: () => this.flush(),
         hurry: () => this.flush(),
-        mark: () => this.counters.packets + this.counters.droppedPackets,
+        mark: () => this.counters.packets + this.counters.droppedPackets - this.#quietPackets,
         busy: () => this.#buffered(),
       })
     }
@@ -161,6 +172,21 @@ class ClientState {
   #buffered () {
     const buffer = this.client.bufferHolder?.buffer
     return typeof buffer === 'string' && buffer.length > 0
+  }
+
+  // The application's buffered lines go first, as its own work; then fn's
+  // lines, flushed at once, so the buffer a drain looks at holds none of them.
+  #background = (fn) => {
+    if (this.closing !== null) return false
+    this.flush()
+    this.#quiet = true
+    try {
+      fn()
+      this.flush()
+    } finally {
+      this.#quiet = false
+    }
+    return true
   }
 
   stats = () => ({ ...this.counters, errorsByCode: { ...this.counters.errorsByCode } })
@@ -261,23 +287,28 @@ class ClientState {
       configurable: true,
     })
   }
-}
 
-// Counts packets the transport sent (and their bytes), and apart from them
-// those it failed to send.
-function countPackets (transport, counters) {
-  if (transport === null || transport === undefined) return
-  const send = transport.send
-  transport.send = function (buf, callback) {
-    return send.call(this, buf, (error, bytes) => {
-      if (error) {
-        counters.droppedPackets++
-      } else {
-        counters.packets++
-        counters.bytes += buf.length
-      }
-      if (callback) callback(error, bytes)
-    })
+  // Counts packets the transport sent (and their bytes), and apart from them
+  // those it failed to send.
+  #countPackets (transport) {
+    if (transport === null || transport === undefined) return
+    const send = transport.send
+    const counters = this.counters
+    const quiet = () => this.#quiet
+    const quietPacket = () => this.#quietPackets++
+    transport.send = function (buf, callback) {
+      const background = quiet()
+      return send.call(this, buf, (error, bytes) => {
+        if (error) {
+          counters.droppedPackets++
+        } else {
+          counters.packets++
+          counters.bytes += buf.length
+        }
+        if (background) quietPacket()
+        if (callback) callback(error, bytes)
+      })
+    }
   }
 }
 

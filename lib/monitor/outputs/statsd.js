@@ -2,6 +2,11 @@
 
 const { series } = require('../../metrics/registry')
 
+// A createStatsd()/wrapStatsd() client's background(fn) (statsd/client-state.js):
+// the monitor's samples are not work a shutdown waits for, and are not sent
+// to a client that is closing.
+const kBackground = Symbol.for('io-hygiene.statsd.background.v1')
+
 // Gauges per sample and, per operation histogram, what it recorded in the
 // window, through a createStatsd() client (hot-shots; it packs the lines into
 // MTU-sized packets). StatsD names are dotted and lower case, units last.
@@ -16,6 +21,12 @@ class StatsdOutput {
   }
 
   publish (sample) {
+    const background = this.#client[kBackground]
+    if (typeof background === 'function') background(() => this.#send(sample))
+    else this.#send(sample)
+  }
+
+  #send (sample) {
     const c = this.#client
     const p = this.#prefix
     c.gauge(`${p}active_requests`, sample.requests)
