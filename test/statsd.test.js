@@ -896,6 +896,73 @@ t.test('close(): hot-shots\' callback contract, a deadline for all of it, no re-
   })
 })
 
+t.test('close(callback) on a broken transport: the flush error at once, as plain hot-shots, and nothing more', async (t) => {
+  // A real TCP port nothing listens on any more, and a stream already destroyed.
+  const net = require('node:net')
+  const server = net.createServer()
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const port = server.address().port
+  await new Promise((resolve) => server.close(resolve))
+  const targets = {
+    'tcp, refused': () => ({ protocol: 'tcp', host: '127.0.0.1', port }),
+    'stream, destroyed': () => ({ protocol: 'stream', stream: new PassThrough().destroy() }),
+  }
+  const make = {
+    plain: (o) => new StatsD(o),
+    created: (o) => createStatsd({ ...o, closeTimeoutMs: 500 }),
+    wrapped: (o) => wrapStatsd(new StatsD(o), { closeTimeoutMs: 500 }),
+  }
+  for (const [target, options] of Object.entries(targets)) {
+    const outcome = {}
+    for (const [kind, build] of Object.entries(make)) {
+      const handled = []
+      const client = build({ ...options(), maxBufferSize: 1000, errorHandler: (error) => handled.push(error.code ?? error.message) })
+      // The refused connection reaches the errorHandler first, in both.
+      if (target.startsWith('tcp')) t.ok(await eventually(() => handled.length > 0), `${target} ${kind}: refused`)
+      client.increment('lost')
+      const calls = []
+      await new Promise((resolve) => client.close((error) => {
+        calls.push(error?.message)
+        resolve()
+      }))
+      await new Promise((resolve) => setImmediate(resolve))
+      outcome[kind] = { calls, handled }
+      if (kind !== 'plain') t.equal(client.stats().closeTimeouts, 0, `${target} ${kind}: settled by the flush's error, not the deadline`)
+    }
+    t.match(outcome.plain.calls, [/^Error sending hot-shots message: /], `${target}: the oracle`)
+    t.same(outcome.created, outcome.plain, `${target}: createStatsd() as plain hot-shots`)
+    t.same(outcome.wrapped, outcome.plain, `${target}: wrapStatsd() as plain hot-shots`)
+  }
+})
+
+t.test('a metric sent while close() waits for what is in flight is delivered, as plain hot-shots delivers it', async (t) => {
+  const r = await receiver(t)
+  // hot-shots' close() waits closingFlushInterval once nothing is in flight,
+  // for a send a callback may still make (its own tests send from one).
+  const o = { host: '127.0.0.1', port: r.port, closingFlushInterval: 1000 }
+  const make = {
+    plain: () => new StatsD(o),
+    created: () => createStatsd(o),
+    wrapped: () => wrapStatsd(new StatsD(o)),
+  }
+  for (const [kind, build] of Object.entries(make)) {
+    const client = build()
+    client.increment(`${kind}.first`)
+    const calls = []
+    const closed = new Promise((resolve) => client.close((error) => {
+      calls.push(error ?? null)
+      resolve()
+    }))
+    // The last flush has arrived: close() is in that wait now.
+    t.ok(await r.waitFor((x) => x.find(`${kind}.first`).length === 1), `${kind}: the first metric arrived`)
+    const second = await new Promise((resolve) => client.increment(`${kind}.second`, 1, (error) => resolve(error?.code ?? null)))
+    await closed
+    t.same({ calls, second }, { calls: [null], second: null }, `${kind}: sent; close() called back once, without error`)
+    t.ok(await r.waitFor((x) => x.find(`${kind}.second`).length === 1), `${kind}: the second metric arrived`)
+    if (kind !== 'plain') t.equal(client.stats().droppedAfterClose, 0, `${kind}: nothing dropped`)
+  }
+})
+
 t.test('metrics sent after close() are counted, not silently buffered', async (t) => {
   const r = await receiver(t)
   const cases = {

@@ -111,7 +111,7 @@ class ClientState {
     }
   }
 
-  #count (error) {
+  #count = (error) => {
     const counters = this.counters
     counters.errors++
     const code = error?.code ?? 'UNKNOWN'
@@ -121,7 +121,7 @@ class ClientState {
 
   // An error met while closing: the first goes to close()'s callbacks if any
   // wait (counted and published all the same), the rest to the errorHandler.
-  #closeFailed (error) {
+  #closeFailed = (error) => {
     if (this.#closeCallbacks === 0 || this.#closeErrorTaken) return this.handleError(error)
     this.#closeErrorTaken = true
     this.#closeError = error
@@ -227,17 +227,24 @@ class ClientState {
     // never emits 'close' again).
     const deadline = new Promise((resolve) => { timer = setTimeout(resolve, timeoutMs, TIMED_OUT) })
     try {
-      const flushed = this.#step((done) => client.flush(done))
+      const flushed = this.#step((done) => client.flush(done), this.#closeFailed)
       let outcome = await Promise.race([flushed, deadline])
       if (outcome === TIMED_OUT) {
         // Sends still waiting for DNS fail now, so hot-shots' drain ends.
         this.hostLookup?.abort(new ERR_IO_HYGIENE_CLOSED('statsd client'))
       }
-      const closed = this.#step((done) => this.#originalClose.call(client, done))
+      // hot-shots' close() answers a failed last flush at once with its
+      // error, and goes no further; so does this one. The transport still
+      // closes, in the background: a broken one (a destroyed stream, a TCP
+      // socket refused) may never say so, and what it says is counted, not
+      // handed to the errorHandler, which plain hot-shots never troubles.
+      const failed = outcome instanceof Error
+      const closed = this.#step((done) => this.#originalClose.call(client, done), failed ? this.#count : this.#closeFailed)
       // Past the deadline hot-shots may still be sending: its lookups need the cache.
       closed.then(() => this.hostLookup?.close())
       // hot-shots' close() has sent its last buffer synchronously.
       this.#refuseMetrics()
+      if (failed) return
       if (outcome !== TIMED_OUT) outcome = await Promise.race([closed, deadline])
       if (outcome === TIMED_OUT) {
         this.counters.closeTimeouts++
@@ -248,13 +255,17 @@ class ClientState {
     }
   }
 
-  // One callback-taking step of close(): its error, thrown or passed, is a
-  // close-time error; the promise always resolves.
-  #step (start) {
+  // One callback-taking step of close(): its error, thrown or passed, goes to
+  // `failed`; the promise always resolves, with that error if there was one.
+  // Once: a transport that calls back twice reports once.
+  #step (start, failed) {
     return new Promise((resolve) => {
+      let called = false
       const done = (error) => {
-        if (error) this.#closeFailed(error)
-        resolve()
+        if (called) return
+        called = true
+        if (error) failed(error)
+        resolve(error instanceof Error ? error : undefined)
       }
       try {
         start(done)
@@ -271,8 +282,25 @@ class ClientState {
   #refuseMetrics () {
     const client = this.client
     const counters = this.counters
+    // Until hot-shots' close() reaches the socket (_close, once what is in
+    // flight has drained), a metric still goes out, unbuffered, and its
+    // close() waits for it, as it does for plain hot-shots' unbuffered
+    // sends: a send's callback may send again (hot-shots' own tests do).
+    const closeSocket = client._close
+    let socketClosing = typeof closeSocket !== 'function'
+    if (!socketClosing) {
+      Object.defineProperty(client, '_close', {
+        value: function (callback) {
+          socketClosing = true
+          return closeSocket.call(this, callback)
+        },
+        writable: true,
+        configurable: true,
+      })
+    }
     Object.defineProperty(client, '_send', {
       value: (message, callback) => {
+        if (!socketClosing) return client.sendMessage(message, callback)
         counters.droppedAfterClose++
         if (typeof callback === 'function') callback(new ERR_IO_HYGIENE_CLOSED('statsd client'))
       },
@@ -298,7 +326,11 @@ class ClientState {
     const quietPacket = () => this.#quietPackets++
     transport.send = function (buf, callback) {
       const background = quiet()
+      let called = false
       return send.call(this, buf, (error, bytes) => {
+        // A transport that calls back twice is counted, and passed on, once.
+        if (called) return
+        called = true
         if (error) {
           counters.droppedPackets++
         } else {
