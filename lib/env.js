@@ -105,9 +105,13 @@ function checkNames (known, mentions, modules) {
   for (const name of mentions) {
     if (name.startsWith(PREFIX)) {
       if (known.has(name) || RESERVED.some((prefix) => name.startsWith(prefix))) continue
-      const [best, d] = closest(name, known)
       unsettable ??= optionVariables(modules)
-      if (d <= nearDistance(best) || unsettable.has(name)) throw new (errors().ERR_IO_HYGIENE_UNKNOWN_ENV)(name, best)
+      // An option no variable can carry (a logger, a client): say so, not
+      // "did you mean" another variable.
+      const option = unsettable.get(name)
+      if (option !== undefined) throw new (errors().ERR_IO_HYGIENE_UNKNOWN_ENV)(name, null, option)
+      const [best, d] = closest(name, known)
+      if (d <= nearDistance(best)) throw new (errors().ERR_IO_HYGIENE_UNKNOWN_ENV)(name, best)
       warnUnknown(name)
       continue
     }
@@ -121,10 +125,15 @@ function nearDistance (name) {
   return Math.max(2, Math.floor(name.length / 8))
 }
 
-// The variable name of every option, those no variable can set included.
+// The variable name of every option no variable can set -> { module, key }.
 function optionVariables (modules) {
-  const names = new Set()
-  for (const mod of modules) for (const key of Object.keys(mod.spec())) names.add(envName(mod.name, key))
+  const names = new Map()
+  for (const mod of modules) {
+    const spec = mod.spec()
+    for (const key of Object.keys(spec)) {
+      if (!settable(spec[key].check.expects)) names.set(envName(mod.name, key), { module: mod.name, key })
+    }
+  }
   return names
 }
 

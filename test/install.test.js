@@ -198,7 +198,10 @@ t.test('a new module\'s options get variables; functions and objects do not', as
   t.same(optionsFromEnv([extra], { IO_HYGIENE_EXTRA_SAMPLE_RATE: '0.5', IO_HYGIENE_EXTRA_WINDOW_MS: '', IO_HYGIENE_EXTRA_MODE: 'b' }),
     { extra: { sampleRate: 0.5, windowMs: null, mode: 'b' } })
   t.throws(() => optionsFromEnv([extra], { IO_HYGIENE_EXTRA_SAMPLE_RATE: 'half' }), { code: 'ERR_IO_HYGIENE_INVALID_ENV', message: /IO_HYGIENE_EXTRA_SAMPLE_RATE must be a number/ })
-  t.throws(() => optionsFromEnv([extra], { IO_HYGIENE_EXTRA_ON_EVENT: 'x' }), { code: 'ERR_IO_HYGIENE_UNKNOWN_ENV', message: /IO_HYGIENE_EXTRA_ON_EVENT/ })
+  t.throws(() => optionsFromEnv([extra], { IO_HYGIENE_EXTRA_ON_EVENT: 'x' }), {
+    code: 'ERR_IO_HYGIENE_UNKNOWN_ENV',
+    message: 'environment variable IO_HYGIENE_EXTRA_ON_EVENT cannot be read: the extra option "onEvent" takes a value no environment variable can carry (an object or a function); pass it in code: install({ extra: { onEvent } })',
+  }, 'an option no variable can carry says so, with no "did you mean"')
   t.same(optionsFromEnv([extra], { IO_HYGIENE_EXTRA: '1', IO_HYGIENE_EXTRA_MODE: 'b' }), { extra: { mode: 'b' } })
   t.same(optionsFromEnv([extra], { IO_HYGIENE_EXTRA_MODE: 'b', IO_HYGIENE_EXTRA: '0' }), { extra: false }, 'off wins')
 })
@@ -308,6 +311,12 @@ t.test('the environment wins over code for what it sets; code fills the rest', a
   process.env.IO_HYGIENE_DNS = '0'
   t.equal(ioHygiene.install({ dns: { maxTtlMs: 1000 } }).options.dns, false, 'IO_HYGIENE_DNS=0 turns it off')
   ioHygiene.uninstall()
+  for (const asked of [undefined, true, {}]) {
+    t.equal(ioHygiene.install({ kafkajs: asked, dns: false, http: false }).options.kafkajs, true, `kafkajs: ${JSON.stringify(asked)} is true, as docs/configuration.md lists it`)
+    ioHygiene.uninstall()
+  }
+  t.equal(ioHygiene.install({ kafkajs: false, dns: false, http: false }).options.kafkajs, false)
+  ioHygiene.uninstall()
   delete process.env.IO_HYGIENE_DNS
   process.env.IO_HYGIENE_DNS_MAX_TTL_MS = '0'
   t.throws(() => ioHygiene.install(), { code: 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS', message: /IO_HYGIENE_DNS_MAX_TTL_MS=0/ })
@@ -412,6 +421,7 @@ t.test('a misspelt or invalid variable fails start-up, naming it', async (t) => 
     ['IO_HYGIENE_DNS_MAX_TTL', '60000', /ERR_IO_HYGIENE_UNKNOWN_ENV.*IO_HYGIENE_DNS_MAX_TTL \(did you mean IO_HYGIENE_DNS_MAX_TTL_MS\?/],
     ['IO_HYGIENE_DNS_MAXTTLMS', '60000', /IO_HYGIENE_DNS_MAXTTLMS \(did you mean IO_HYGIENE_DNS_MAX_TTL_MS\?/],
     ['IO_HYGEINE_DNS', '0', /IO_HYGEINE_DNS \(did you mean IO_HYGIENE_DNS\?/],
+    ['IO_HYGIENE_MONITOR_LOGGER', 'console', /IO_HYGIENE_MONITOR_LOGGER cannot be read: the monitor option "logger" takes a value no environment variable can carry .*install\(\{ monitor: \{ logger \} \}\)/],
     ['IO_HYGIENE_DNS_MAX_TTL_MS', '0', /ERR_IO_HYGIENE_CONFLICTING_OPTIONS.*IO_HYGIENE_DNS_MAX_TTL_MS=0: minTtlMs \(1000\) must not exceed maxTtlMs \(0\)/],
     ['IO_HYGIENE_DNS_SERVERS', 'not-an-ip', /IO_HYGIENE_DNS_SERVERS=not-an-ip: .*\(Invalid IP address: not-an-ip\)/],
   ]) {

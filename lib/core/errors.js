@@ -67,7 +67,9 @@ const ERR_IO_HYGIENE_INVALID_ENV = createError(
 )
 const ERR_IO_HYGIENE_UNKNOWN_ENV = createError(
   'ERR_IO_HYGIENE_UNKNOWN_ENV',
-  (name, closest) => `unknown environment variable ${printable(name)} (did you mean ${closest}? install() reads IO_HYGIENE_<MODULE> and IO_HYGIENE_<MODULE>_<OPTION>, the option's name in upper snake case)`,
+  (name, closest, option) => option
+    ? `environment variable ${printable(name)} cannot be read: the ${option.module} option "${option.key}" takes a value no environment variable can carry (an object or a function); pass it in code: install({ ${option.module}: { ${option.key} } })`
+    : `unknown environment variable ${printable(name)} (did you mean ${closest}? install() reads IO_HYGIENE_<MODULE> and IO_HYGIENE_<MODULE>_<OPTION>, the option's name in upper snake case)`,
   TypeError
 )
 const ERR_IO_HYGIENE_QUEUE_FULL = createError(
