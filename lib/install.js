@@ -73,7 +73,11 @@ function validate (options, env) {
     }
     const names = env.names[mod.name]
     const at = `install({ ${mod.name} })${names ? ` with ${names.join(' ')}` : ''}`
-    out[mod.name] = resolve(at, mod.spec(), value === true ? {} : value)
+    const spec = mod.spec()
+    const resolved = resolve(at, spec, value === true ? {} : value)
+    // A module without options (kafkajs) is on or off: `true`, as the docs
+    // list it, not an empty object.
+    out[mod.name] = Object.keys(spec).length === 0 ? true : resolved
     mod.check?.(out[mod.name], at)
   }
   return Object.freeze(out)

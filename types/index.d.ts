@@ -127,7 +127,7 @@ export interface InstallOptions {
  * asked for in code may still be off: IO_HYGIENE_<MODULE>=0 wins.
  */
 export interface InstalledOptions {
-  readonly kafkajs: false | Readonly<Record<string, never>>
+  readonly kafkajs: boolean
   readonly dns: false | Readonly<Required<DnsOptions>>
   readonly http: false | Readonly<Required<HttpOptions>>
   readonly monitor: false | Readonly<Required<MonitorOptions>>

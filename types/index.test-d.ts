@@ -69,6 +69,7 @@ const producer = wrapProducer(kafkajsProducer, { lingerMs: 5, maxBatchItems: 500
 expectType<'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'>(producer.stats().kafkajsPatch)
 expectType<number>(producer.stats().retried)
 install({ kafkajs: false })
+expectType<boolean>(install().options.kafkajs)
 expectType<Promise<RecordMetadata[]>>(producer.send({ topic: 't', messages: [{ value: 'v' }] }))
 expectType<Promise<void>>(producer.flush({ timeoutMs: 1000 }))
 expectError(wrapProducer(kafkajsProducer, { linger: 5 }))
