@@ -56,6 +56,16 @@ function run ({ nameserver }) {
     t.equal(byTotal.fix, byType.fix, 'the dominant request type gets its fix too')
     t.match(logged[0], /^io-hygiene monitor: GetAddrInfoReqWrap > 5 \(GetAddrInfoReqWrap \d+ > 5\); io-hygiene's dns module is off/)
 
+    // Turned off by the environment: the advice names the variable, not install().
+    process.env.IO_HYGIENE_DNS = '0'
+    t.teardown(() => { delete process.env.IO_HYGIENE_DNS })
+    const asked = server.queries
+    flood('env')
+    await eventually(() => server.queries > asked)
+    monitor.sample()
+    t.match(seen.splice(0)[0].fix, /dns module is off: IO_HYGIENE_DNS=0 in the environment turned it off/)
+    delete process.env.IO_HYGIENE_DNS
+
     install({ monitor: false })
     t.teardown(uninstall)
     flood('on') // misses: the cache asks getaddrinfo too

@@ -82,6 +82,13 @@ function fixFor (type, preloaded) {
   if (type !== 'GetAddrInfoReqWrap') return null
   const dns = require('../dns').currentCache()
   if (!dns) {
+    // The variable wins over code and over -r io-hygiene/register: advice to
+    // install it would change nothing while the variable says 0.
+    const variable = process.env.IO_HYGIENE_DNS
+    if (variable === '0' || variable === 'false') {
+      return `io-hygiene's dns module is off: IO_HYGIENE_DNS=${variable} in the environment turned it off; without it, ` +
+        'install() (or node -r io-hygiene/register) answers dns.lookup from a TTL cache, one getaddrinfo per name per TTL'
+    }
     return 'io-hygiene\'s dns module is off: install({ dns: true }) (or node -r io-hygiene/register) answers dns.lookup ' +
       'from a TTL cache, one getaddrinfo per name per TTL'
   }
