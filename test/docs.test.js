@@ -133,7 +133,8 @@ t.test('docs/configuration.md lists the modules install() applies, each on or of
 })
 
 // Every code block of every page runs as a reader pastes it. A ```js block
-// is a CommonJS file (CONTRIBUTING.md says why): it is written as it stands to
+// is a CommonJS file (CONTRIBUTING.md says why), an ```mjs block an ES
+// module (a .mjs file): it is written as it stands to
 // a file of its own, in a project directory outside the checkout whose
 // node_modules holds this checkout as io-hygiene beside its dev dependencies,
 // and run there by node in a child process. A block that talks to a server
@@ -363,7 +364,7 @@ async function runBlock (t, dir, scripts, file, block) {
   if (block.lang === 'text') return // output shown to the reader, not code
   // A chart the benchmarks draw (results.md): GitHub renders it; nothing runs.
   if (block.lang === 'mermaid') return t.match(block.code, /^xychart-beta$/m, `${at}: a Mermaid line chart`)
-  t.equal(block.lang, 'js', `${at}: a js block (or sh, or text for output, or mermaid for a chart)`)
+  t.ok(block.lang === 'js' || block.lang === 'mjs', `${at}: a js block, mjs for an ES module (or sh, or text for output, or mermaid for a chart)`)
   await t.test(`the block at ${at}${block.context ? ` (${block.context})` : ''}`, async (t) => {
     const make = CONTEXTS[block.context ?? '']
     t.ok(block.context === null || make, `context ${block.context} is defined`)
@@ -373,7 +374,7 @@ async function runBlock (t, dir, scripts, file, block) {
     for (const [, name] of block.code.matchAll(/const (\w+) = createBatcher\(/g)) {
       t.match(block.code, new RegExp(`\\b${name}\\.push\\(`), `${name} is pushed into`)
     }
-    const script = path.join(dir, `${file.replace(/[/.]/g, '-')}-${block.line}.js`)
+    const script = path.join(dir, `${file.replace(/[/.]/g, '-')}-${block.line}.${block.lang}`)
     fs.writeFileSync(script, replaceAll(block.code, context.replace ?? []) + '\n')
     const result = await runChild(script, { cwd: dir, stopOn: context.stopOn })
     if (result.signal !== 'SIGTERM' || !context.stopOn) t.equal(result.code, 0, result.stderr)
