@@ -441,3 +441,20 @@ t.test('a result that does not cover a message\'s partition does not resolve it:
   t.same(b.map((e) => [e.partition, e.baseOffset]), [[1, '2']])
   await wrapped.disconnect()
 })
+
+t.test('the Kafka test helper says at once that kafkajs is missing, instead of waiting out its start deadline', async (t) => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const path = require('node:path')
+  const { execFile } = require('node:child_process')
+  // A copy of the helper where no node_modules is reachable.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-no-kafkajs-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  fs.copyFileSync(path.join(__dirname, 'helpers', 'kafka-broker.js'), path.join(dir, 'kafka-broker.js'))
+  const script = "require('./kafka-broker.js').startKafka().then(() => process.exit(1), (e) => { process.stdout.write(e.message); process.exit(3) })"
+  const { code, stdout } = await new Promise((resolve) => {
+    execFile(process.execPath, ['-e', script], { cwd: dir, env: { ...process.env, NODE_PATH: '' } }, (error, stdout) => resolve({ code: error?.code ?? 0, stdout }))
+  })
+  t.equal(code, 3, 'it fails')
+  t.match(stdout, /^kafkajs is not installed/, 'saying why')
+})

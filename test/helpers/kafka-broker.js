@@ -343,7 +343,18 @@ process.once('exit', () => {
   for (const broker of live) if (broker.pid) try { process.kill(broker.pid, 'SIGKILL') } catch {}
 })
 
+// The brokers are probed with kafkajs: without it no probe can answer, and
+// waiting out the start deadline would only hide why.
+function needKafkajs () {
+  try {
+    require.resolve('kafkajs')
+  } catch (cause) {
+    throw new Error('kafkajs is not installed: the Kafka test helper asks the broker with it (npm install, with dev dependencies)', { cause })
+  }
+}
+
 async function startKafka ({ dir, heapMb = 512, partitions = 1, timeoutMs, log } = {}) {
+  needKafkajs()
   const classpath = await fetchKafka({ log })
   const ownDir = !dir
   dir = dir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafka-'))
@@ -375,6 +386,7 @@ async function startKafka ({ dir, heapMb = 512, partitions = 1, timeoutMs, log }
 //   await cluster.electPreferredLeaders(topic)  // the Admin API's electLeaders
 //   await cluster.close()                       // every JVM stopped by PID
 async function startKafkaCluster ({ size = 3, heapMb = 256, partitions = 1, replicas = Math.min(3, size), minInsync = Math.min(2, replicas), timeoutMs, log } = {}) {
+  needKafkajs()
   const classpath = await fetchKafka({ log })
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-kafka-cluster-'))
   const nodes = []
