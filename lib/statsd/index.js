@@ -94,9 +94,9 @@ function wrapStatsd (client, options) {
 
 const WRAP_WARNING_CODE = 'IO_HYGIENE_STATSD_WRAP'
 const WRAP_WARNING = 'wrapStatsd() set the errorHandler, counters, close() and exit flush, and buffering if it was ' +
-  'off; hot-shots fixes the rest when a client is constructed: (1) the UDP socket resolves "host" with the ' +
+  'off; hot-shots fixes the rest when a client is constructed: (1) on Node 22 the UDP socket resolves "host" with the ' +
   'dns.lookup dgram captured at construction, once per datagram (io-hygiene\'s cache only if install() ran ' +
-  'before the client was created); (2) the socket family (udp4/udp6); (3) cacheDns and its fixed cacheDnsTtl; ' +
+  'before the client was created; Node 24 and later read dns.lookup at each send); (2) the socket family (udp4/udp6); (3) cacheDns and its fixed cacheDnsTtl; ' +
   '(4) child clients created before wrapStatsd() keep their errorHandler and maxBufferSize; (5) on ' +
   'process.exit() buffered metrics are sent only if "host" is an IP literal. Create the client with ' +
   'createStatsd() to change these.'
