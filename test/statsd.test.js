@@ -966,6 +966,31 @@ t.test('a metric sent while close() waits for what is in flight is delivered, as
   }
 })
 
+t.test('a transport that calls back twice: each send\'s callback is called once, and counted once', async (t) => {
+  // A stream of the application's own (hot-shots takes any object with
+  // write()) whose write() acknowledges twice.
+  const written = []
+  const stream = new (require('node:events').EventEmitter)()
+  stream.write = (chunk, callback) => {
+    written.push(String(chunk))
+    callback()
+    callback()
+  }
+  stream.destroy = () => stream.emit('close')
+  const client = createStatsd({ protocol: 'stream', stream })
+  t.teardown(() => client.close())
+  client.increment('twice')
+  let calls = 0
+  await new Promise((resolve) => client.flush(() => {
+    calls++
+    resolve()
+  }))
+  await new Promise((resolve) => setImmediate(resolve))
+  t.equal(calls, 1, 'flush()\'s callback once')
+  t.same(written, ['twice:1|c\n'])
+  t.equal(client.stats().packets, 1, 'one packet')
+})
+
 t.test('metrics sent after close() are counted, not silently buffered', async (t) => {
   const r = await receiver(t)
   const cases = {

@@ -257,13 +257,9 @@ class ClientState {
 
   // One callback-taking step of close(): its error, thrown or passed, goes to
   // `failed`; the promise always resolves, with that error if there was one.
-  // Once: a transport that calls back twice reports once.
   #step (start, failed) {
     return new Promise((resolve) => {
-      let called = false
       const done = (error) => {
-        if (called) return
-        called = true
         if (error) failed(error)
         resolve(error instanceof Error ? error : undefined)
       }
