@@ -75,6 +75,9 @@ const ALERT_WARNING = 'IO_HYGIENE_MONITOR_ALERT'
 // through it, and nothing else can.
 let attachTo = null
 
+// What IO_HYGIENE_DNS says to turn the module off (env.js reads booleans so).
+const OFF = ['0', 'false']
+
 // Request types io-hygiene removes, and what to turn on.
 // `preloaded`: io-hygiene/register installed it before the application
 // loaded, so no client can have captured dns.lookup before it.
@@ -85,7 +88,7 @@ function fixFor (type, preloaded) {
     // The variable wins over code and over -r io-hygiene/register: advice to
     // install it would change nothing while the variable says 0.
     const variable = process.env.IO_HYGIENE_DNS
-    if (variable === '0' || variable === 'false') {
+    if (OFF.includes(variable)) {
       return `io-hygiene's dns module is off: IO_HYGIENE_DNS=${variable} in the environment turned it off; without it, ` +
         'install() (or node -r io-hygiene/register) answers dns.lookup from a TTL cache, one getaddrinfo per name per TTL'
     }
