@@ -62,15 +62,16 @@ wrapProducer(producer).send({ topic: 'events', messages: [{ key: 'k', value: 'v'
 
 // Every ```js block of README.md and docs/ is what a TypeScript user checks
 // (a .js file with checkJs, or pasted into a .ts file): io-hygiene's types must
-// accept each as it stands, with strictNullChecks, under both module systems.
+// accept each as it stands, with strictNullChecks, under both module systems;
+// an ```mjs block (an ES module) under nodenext, the one that has them.
 function jsBlocks () {
   const files = ['README.md', ...fs.readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)]
   const out = []
   for (const file of files) {
     const text = fs.readFileSync(path.join(root, file), 'utf8')
-    for (const m of text.matchAll(/^```js\n([\s\S]*?)^```$/gm)) {
+    for (const m of text.matchAll(/^```(m?js)\n([\s\S]*?)^```$/gm)) {
       const line = text.slice(0, m.index).split('\n').length
-      out.push({ at: `${file} line ${line}`, name: `${file.replace(/[/.]/g, '-')}-${line}.js`, code: m[1] })
+      out.push({ at: `${file} line ${line}`, name: `${file.replace(/[/.]/g, '-')}-${line}.${m[1]}`, code: m[2] })
     }
   }
   return out
@@ -103,7 +104,7 @@ for (const [module, moduleResolution] of [['nodenext', 'nodenext'], ['commonjs',
     fs.copyFileSync(path.join(root, 'types', 'index.d.ts'), path.join(pkg, 'types', 'index.d.ts'))
     fs.copyFileSync(path.join(root, 'package.json'), path.join(pkg, 'package.json'))
     fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'docs-reader', private: true, type: 'commonjs' }))
-    const blocks = jsBlocks()
+    const blocks = jsBlocks().filter((b) => module === 'nodenext' || b.name.endsWith('.js'))
     for (const block of blocks) fs.writeFileSync(path.join(dir, block.name), block.code)
     fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
       compilerOptions: {
@@ -125,7 +126,7 @@ for (const [module, moduleResolution] of [['nodenext', 'nodenext'], ['commonjs',
     const { output } = await compile(dir)
     const named = []
     for (const l of output.split('\n')) {
-      const m = /([\w-]+\.js)\((\d+),\d+\): error (TS\d+: .*)$/.exec(l)
+      const m = /([\w-]+\.m?js)\((\d+),\d+\): error (TS\d+: .*)$/.exec(l)
       if (m === null) continue
       const block = blocks.find((b) => b.name === m[1])
       if (nodeTypings(block.code, block.code.split('\n')[m[2] - 1], m[3])) continue
