@@ -100,8 +100,10 @@ function summarize (label, p, measured, { samples, alerts, startEpochMs, kafkaDe
 // address; null when none reached the new one after it (not followed within
 // the run, or no metrics at all).
 function followedAfter ({ moveAtMs, gone, fresh }) {
-  const lastNew = Math.max(-Infinity, ...fresh.map(([at]) => at))
-  const lastOld = Math.max(moveAtMs, ...gone.map(([at]) => at))
+  // A loop, not Math.max(...list): a ten-minute baseline sends 36,000
+  // datagrams, one argument each.
+  const lastNew = fresh.reduce((last, [at]) => Math.max(last, at), -Infinity)
+  const lastOld = gone.reduce((last, [at]) => Math.max(last, at), moveAtMs)
   if (lastNew < lastOld) return null
   return Math.round((lastOld - moveAtMs) / 100) / 10
 }
