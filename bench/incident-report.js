@@ -108,18 +108,20 @@ function followedAfter ({ moveAtMs, gone, fresh }) {
   return Math.round((lastOld - moveAtMs) / 100) / 10
 }
 
-// The start of the window from which lookups wait for a thread in every
-// window to the end: the most GetAddrInfoReqWrap in flight above what libuv
-// runs at once ((UV_THREADPOOL_SIZE + 1) / 2 threads); null if not so in the
-// last window.
+// The start of the window from which lookups queue and the queue grows: in
+// every window to the end, more GetAddrInfoReqWrap in flight than libuv runs
+// at once ((UV_THREADPOOL_SIZE + 1) / 2 threads), and no fewer than in the
+// window before. Null unless that holds for two windows at least: a few
+// lookups at once in the last window are no queue.
 function lookupQueueFrom (windows, p) {
   const limit = Math.floor((p.uvThreadpoolSize + 1) / 2)
+  const peak = windows.map((w) => w.activeRequestsByType.GetAddrInfoReqWrap ?? 0)
   let from = null
-  for (let w = windows.length - 1; w >= 0; w--) {
-    if ((windows[w].activeRequestsByType.GetAddrInfoReqWrap ?? 0) <= limit) break
-    from = w * p.windowS
+  for (let w = peak.length - 1; w >= 0; w--) {
+    if (peak[w] <= limit || (w < peak.length - 1 && peak[w] > peak[w + 1])) break
+    from = w
   }
-  return from
+  return from === null || from === peak.length - 1 ? null : from * p.windowS
 }
 
 const ratio = (a, b) => b === 0 ? (a === 0 ? 0 : Infinity) : Math.round((a / b) * 100) / 100

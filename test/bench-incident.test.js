@@ -77,13 +77,15 @@ t.test('an alert, and a run with no requests answered at all', async (t) => {
   t.same([empty.p99Ms, empty.maxMs, empty.windows[0].p99Ms, empty.windows[0].maxMs], [0, 0, 0, 0])
 })
 
-t.test('lookupQueueFromS: the window from which lookups wait for a thread to the end', async (t) => {
+t.test('lookupQueueFromS: the window from which lookups queue, and the queue grows, to the end', async (t) => {
   const sample = (s, n) => ({ t: 1_000_000 + s * 1000, requestsByType: { GetAddrInfoReqWrap: n } })
   const p = { ...P, durationS: 40 }
   const statsd = { sent: 0, moveAtMs: null, old: [], gone: [], fresh: [] }
   const at = (samples) => summarize('baseline', p, { ...measured(), requests: 400, latency: new Float64Array(400).fill(1), failed: new Uint8Array(400), upstreamFailed: new Uint8Array(400) }, { samples, alerts: [], startEpochMs: 1_000_000, kafkaDelivered: 0, statsd }).lookupQueueFromS
   t.equal(at([sample(1, 9), sample(11, 2), sample(21, 3), sample(31, 40)]), 20, 'two at a time run; a third waits')
   t.equal(at([sample(1, 9), sample(11, 30), sample(21, 50), sample(31, 2)]), null, 'not queued in the last window')
+  t.equal(at([sample(1, 9), sample(11, 50), sample(21, 30), sample(31, 40)]), 20, 'from where it grows to the end')
+  t.equal(at([sample(1, 1), sample(11, 1), sample(21, 1), sample(31, 3)]), null, 'three at once in the last window alone: no queue')
   t.equal(at([]), null, 'no samples')
 })
 
