@@ -194,11 +194,11 @@ function targets (runs, p) {
   return out
 }
 
-// The per-window p99 of each label, for the readable output (--json has it
-// in each label's `windows`).
-function windowTable (runs, p) {
+// One per-window field of each label (the p99 by default), for the
+// readable output (--json has them in each label's `windows`).
+function windowTable (runs, p, field = 'p99Ms', title = 'p99 (ms) by window end') {
   const ends = Array.from({ length: Math.max(0, ...runs.map((r) => r.windows.length)) }, (_, w) => `${Math.min(p.durationS, (w + 1) * p.windowS)} s`)
-  const rows = [['p99 (ms) by window end', ...ends], ...runs.map((r) => [r.label, ...r.windows.map((w) => w.p99Ms.toLocaleString('en-US'))])]
+  const rows = [[title, ...ends], ...runs.map((r) => [r.label, ...r.windows.map((w) => w[field].toLocaleString('en-US'))])]
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => String(row[i] ?? '').length)))
   const line = (row) => '| ' + widths.map((w, i) => String(row[i] ?? '').padEnd(w)).join(' | ') + ' |'
   return [line(rows[0]), '|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|', ...rows.slice(1).map(line)].join('\n') + '\n\n'

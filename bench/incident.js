@@ -208,7 +208,13 @@ async function main (nameserver, argv) {
       charts: charts(runs, p),
     }
     report(result, argv)
-    if (!argv.includes('--json')) process.stdout.write(windowTable(runs, p))
+    if (!argv.includes('--json')) {
+      process.stdout.write(windowTable(runs, p))
+      if (p.moveAtS !== null) {
+        process.stdout.write(windowTable(runs, p, 'statsdLost', `StatsD lost (moved at ${p.moveAtS} s)`))
+        process.stdout.write(windowTable(runs, p, 'upstreamErrors', 'upstream errors'))
+      }
+    }
   } finally {
     for (const close of closers.reverse()) await close().catch(() => {})
   }

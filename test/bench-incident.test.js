@@ -194,7 +194,15 @@ t.test("the charts: p99 per window, the baseline's lookups, and the metrics lost
   ].join('\n'), 'drawn as a Mermaid line chart')
 })
 
-t.test('the readable table: p99 per window end', async (t) => {
+t.test('the readable tables: p99, or another field, per window end', async (t) => {
+  t.equal(windowTable(runs().slice(2), P, 'statsdLost', 'StatsD lost'), [
+    '| StatsD lost | 10 s | 20 s |',
+    '|-------------|------|------|',
+    '| hand-fixed  | 0    | 7    |',
+    '| io-hygiene  | 0    | 7    |',
+    '',
+    '',
+  ].join('\n'))
   t.equal(windowTable([...runs().slice(0, 2), { label: 'short', windows: [{ p99Ms: 3 }] }], { ...P, durationS: 15 }), [
     '| p99 (ms) by window end | 10 s | 15 s |',
     '|------------------------|------|------|',
