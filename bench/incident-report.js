@@ -194,6 +194,27 @@ function targets (runs, p) {
   return out
 }
 
+// The incident's time line, in words, for the results page: when each
+// label's lookups began to queue, when the monitor said so, and where the
+// metrics went after the move.
+function notes (runs, p) {
+  const out = []
+  for (const r of runs) {
+    if (r.lookupQueueFromS !== null || r.alertAtS !== null) {
+      out.push(`${r.label}: lookups queue from ${r.lookupQueueFromS === null ? '-' : `the window at ${r.lookupQueueFromS} s`}; ` +
+        `the monitor's GetAddrInfoReqWrap alert ${r.alertAtS === null ? 'stays silent' : `fires at ${r.alertAtS} s`}`)
+    }
+  }
+  if (p.moveAtS !== null) {
+    for (const r of runs.filter((r) => r.label !== 'floor')) {
+      out.push(`${r.label} after the move at ${p.moveAtS} s: ${r.statsdLostAfterMove} metrics lost, ` +
+        `${r.followedAfterS === null ? 'the new address not followed in the run' : `the old address used ${r.followedAfterS} s more`}, ` +
+        `${r.upstreamErrorsAfterMove} upstream errors`)
+    }
+  }
+  return out
+}
+
 // One per-window field of each label (the p99 by default), for the
 // readable output (--json has them in each label's `windows`).
 function windowTable (runs, p, field = 'p99Ms', title = 'p99 (ms) by window end') {
@@ -249,4 +270,4 @@ function charts (runs, p) {
   return out
 }
 
-module.exports = { LABELS, summarize, targets, windowTable, charts }
+module.exports = { LABELS, summarize, targets, notes, windowTable, charts }

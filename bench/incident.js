@@ -68,7 +68,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { option, childMessage } = require('./common')
 
-const { LABELS, summarize, targets, windowTable, charts } = require('./incident-report')
+const { LABELS, summarize, targets, notes, windowTable, charts } = require('./incident-report')
 
 const WINDOW_S = 10
 const HOSTS = { statsd: 'statsd.incident.test', upstream: 'upstream.incident.test', kafka: 'kafka.incident.test' }
@@ -203,7 +203,7 @@ async function main (nameserver, argv) {
       node: process.version,
       parameters: p,
       scenarios: [{ name: 'incident', note: describe(p), runs }],
-      notes: [],
+      notes: notes(runs, p),
       targets: targets(runs, p),
       charts: charts(runs, p),
     }
