@@ -207,7 +207,7 @@ function notes (runs, p) {
   }
   if (p.moveAtS !== null) {
     for (const r of runs.filter((r) => r.label !== 'floor')) {
-      out.push(`${r.label} after the move at ${p.moveAtS} s: ${r.statsdLostAfterMove} metrics lost, ` +
+      out.push(`${r.label} after the move at ${p.moveAtS} s: ${r.statsdLostAfterMove} metrics lost, ${r.statsdAfterMoveOld} of them sent to the old address, ` +
         `${r.followedAfterS === null ? 'the new address not followed in the run' : `the old address used ${r.followedAfterS} s more`}, ` +
         `${r.upstreamErrorsAfterMove} upstream errors`)
     }

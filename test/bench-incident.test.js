@@ -197,15 +197,15 @@ t.test("the charts: p99 per window, the baseline's lookups, and the metrics lost
 t.test("the notes: each label's lookup queue and alert, and where its metrics went after the move", async (t) => {
   const rows = runs()
   rows[0] = { ...rows[0], lookupQueueFromS: null, alertAtS: null }
-  rows[1] = { ...rows[1], lookupQueueFromS: 0, statsdLostAfterMove: 2, followedAfterS: 0, upstreamErrorsAfterMove: 9 }
-  rows[2] = { ...rows[2], lookupQueueFromS: null, alertAtS: null, statsdLostAfterMove: 600, followedAfterS: null }
+  rows[1] = { ...rows[1], lookupQueueFromS: 0, statsdLostAfterMove: 2, statsdAfterMoveOld: 2, followedAfterS: 0, upstreamErrorsAfterMove: 9 }
+  rows[2] = { ...rows[2], lookupQueueFromS: null, alertAtS: null, statsdLostAfterMove: 600, statsdAfterMoveOld: 600, followedAfterS: null }
   rows[3] = { ...rows[3], lookupQueueFromS: 30, alertAtS: null }
   t.same(notes(rows, P), [
     "baseline: lookups queue from the window at 0 s; the monitor's GetAddrInfoReqWrap alert fires at 4 s",
     "io-hygiene: lookups queue from the window at 30 s; the monitor's GetAddrInfoReqWrap alert stays silent",
-    'baseline after the move at 10 s: 2 metrics lost, the old address used 0 s more, 9 upstream errors',
-    'hand-fixed after the move at 10 s: 600 metrics lost, the new address not followed in the run, 3 upstream errors',
-    'io-hygiene after the move at 10 s: 30 metrics lost, the old address used 3 s more, 0 upstream errors',
+    'baseline after the move at 10 s: 2 metrics lost, 2 of them sent to the old address, the old address used 0 s more, 9 upstream errors',
+    'hand-fixed after the move at 10 s: 600 metrics lost, 600 of them sent to the old address, the new address not followed in the run, 3 upstream errors',
+    'io-hygiene after the move at 10 s: 30 metrics lost, 30 of them sent to the old address, the old address used 3 s more, 0 upstream errors',
   ])
   t.same(notes([{ ...rows[1], lookupQueueFromS: null, alertAtS: 5 }], { ...P, moveAtS: null }), ["baseline: lookups queue from -; the monitor's GetAddrInfoReqWrap alert fires at 5 s"])
 })
