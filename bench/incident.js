@@ -59,10 +59,13 @@
 // NEW_ADDRESS. At --move-at-s (half the run by default) the DNS server
 // answers the new address, with the same TTL, and the old receiver and
 // upstream go away at once, as a redeployed load balancer's do: the upstream
-// refuses connections, and what is sent to the old StatsD address is lost. A
-// bare socket on that address counts what still arrives there (a packet
-// capture's view; an unconnected UDP sender cannot tell it from no socket).
-// Lost is the service's own count of increments less what both receivers got.
+// resets its connections and refuses new ones, and what is sent to the old
+// StatsD address is lost. The old receiver's socket stays bound, but what
+// arrives there from then on counts as lost, not delivered: a packet
+// capture's view, with nothing slipping through between a close and a
+// rebind (hot-shots' unconnected UDP socket cannot tell a socket nobody
+// reads from none). Lost is the service's own count of increments less what
+// both receivers got.
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
