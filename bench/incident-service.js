@@ -9,7 +9,8 @@
 //   -> { ready, port }                  listening
 //   -> { sample: { t, requestsByType } } each monitor sample (every second)
 //   -> { alert: { t, metric } }          each monitor alert
-//   'close' -> flushes and closes what it holds, replies { closed, ... }
+//   'count' -> { increments }            StatsD increments asked for so far
+//   'close' -> flushes and closes what it holds, replies { closed, increments, ... }
 // Per request: one StatsD increment, one Kafka message, one fetch to the
 // upstream by name; then the reply. The floor does none of these.
 const dc = require('node:diagnostics_channel')
@@ -43,6 +44,7 @@ let queue = null // hand-fixed: messages waiting for the next flush
 let flushTimer = null
 let kafkaErrors = 0
 let upstreamErrors = 0
+let increments = 0
 const message = { topic: config.topic, messages: [{ value: 'request' }] }
 
 function produce () {
@@ -60,6 +62,7 @@ if (label === 'floor') {
 } else {
   fastify.get('/', async (request, reply) => {
     statsd.increment('requests')
+    increments++
     const sent = produce()
     try {
       const res = await fetch(config.upstream)
@@ -116,9 +119,10 @@ async function close () {
 }
 
 process.on('message', (msg) => {
+  if (msg === 'count') process.send({ increments })
   if (msg !== 'close') return
   close().then(() => {
-    process.send({ closed: true, kafkaErrors, upstreamErrors }, () => process.exit(0))
+    process.send({ closed: true, increments, kafkaErrors, upstreamErrors }, () => process.exit(0))
   }, (err) => {
     process.stderr.write(`${err.stack}\n`)
     process.exit(1)

@@ -2,7 +2,8 @@
 
 // `node bench/incident.js [--json] [--duration S] [--rate N] [--dns-delay-ms N]
 //   [--ttl-s S] [--requests-per-connection N] [--warmup-s S] [--drain-s S]
-//   [--labels floor,baseline,hand-fixed,io-hygiene] [--await-kafka]`
+//   [--move-at-s S | --no-move] [--labels floor,baseline,hand-fixed,io-hygiene]
+//   [--await-kafka]`
 //
 // The incident io-hygiene exists for, replayed: the same service under the
 // same steady load, its p99 over time, with and without io-hygiene.
@@ -51,30 +52,54 @@
 // samples give each window's active requests by type (the most of each type
 // in the window's samples), and its first alert on GetAddrInfoReqWrap is
 // `alertAtS`.
+//
+// The endpoint moves mid-run, in every label (a run of its own per label
+// would double the benchmark's time): the StatsD receiver and the upstream
+// listen on OLD_ADDRESS, and a second pair, on the same ports, on
+// NEW_ADDRESS. At --move-at-s (half the run by default) the DNS server
+// answers the new address, with the same TTL, and the old receiver and
+// upstream go away at once, as a redeployed load balancer's do: the upstream
+// resets its connections and refuses new ones, and what is sent to the old
+// StatsD address is lost. The old receiver's socket stays bound, but what
+// arrives there from then on counts as lost, not delivered: a packet
+// capture's view, with nothing slipping through between a close and a
+// rebind (hot-shots' unconnected UDP socket cannot tell a socket nobody
+// reads from none). Lost is the service's own count of increments less what
+// both receivers got.
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { option, childMessage } = require('./common')
 
-const LABELS = ['floor', 'baseline', 'hand-fixed', 'io-hygiene']
+const { LABELS, summarize, targets, notes, windowTable, charts } = require('./incident-report')
+
 const WINDOW_S = 10
 const HOSTS = { statsd: 'statsd.incident.test', upstream: 'upstream.incident.test', kafka: 'kafka.incident.test' }
-const COLORS = { floor: '#7f7f7f', baseline: '#d62728', 'hand-fixed': '#ff7f0e', 'io-hygiene': '#2ca02c' }
+// Inside the namespace's loopback (127.0.0.0/8 is all on lo); the DNS server
+// is on a random 127.x address whose second byte is never 0.
+const OLD_ADDRESS = '127.0.0.2'
+const NEW_ADDRESS = '127.0.0.3'
 
 function parameters (argv) {
   const i = argv.indexOf('--labels')
   const labels = i === -1 ? LABELS : argv[i + 1]?.split(',') ?? []
   if (labels.length === 0 || labels.some((l) => !LABELS.includes(l))) throw new TypeError(`--labels takes some of ${LABELS.join(',')}, got ${argv[i + 1]}`)
   const rate = option(argv, '--rate', 60)
+  const durationS = option(argv, '--duration', 60)
+  const moveAtS = argv.includes('--no-move') ? null : option(argv, '--move-at-s', durationS / 2, { integer: false })
+  if (moveAtS !== null && moveAtS >= durationS) throw new TypeError(`--move-at-s must be under --duration (${durationS}), got ${moveAtS}`)
   return {
     labels: LABELS.filter((l) => labels.includes(l)),
     rate,
-    durationS: option(argv, '--duration', 60),
+    durationS,
     windowS: WINDOW_S,
+    moveAtS,
     dnsDelayMs: option(argv, '--dns-delay-ms', 40),
     ttlS: option(argv, '--ttl-s', 30),
     requestsPerConnection: option(argv, '--requests-per-connection', 20),
     uvThreadpoolSize: 4,
+    oldAddress: OLD_ADDRESS,
+    newAddress: NEW_ADDRESS,
     kafkaAwaited: argv.includes('--await-kafka'),
     warmupS: option(argv, '--warmup-s', 10),
     warmupRate: Math.max(1, Math.round(rate / 4)),
@@ -130,8 +155,6 @@ async function outside (argv) {
 
 async function main (nameserver, argv) {
   const { startDnsServer } = require('../test/helpers/dns-server')
-  const { startStatsdReceiver } = require('../test/helpers/statsd-receiver')
-  const { startHttpServer } = require('../test/helpers/http-server')
   const { startKafka } = require('../test/helpers/kafka-broker')
   const { report } = require('./common')
   const p = parameters(argv)
@@ -140,23 +163,8 @@ async function main (nameserver, argv) {
   try {
     const dns = await startDnsServer({ port: 53, address: nameserver })
     closers.push(() => dns.close())
-    for (const host of Object.values(HOSTS)) dns.set(host, { a: ['127.0.0.1'], ttl: p.ttlS })
+    dns.set(HOSTS.kafka, { a: ['127.0.0.1'], ttl: p.ttlS })
     dns.delayMs = p.dnsDelayMs
-
-    const receiver = await startStatsdReceiver({ keep: false })
-    closers.push(() => receiver.close())
-
-    // Every requestsPerConnection-th answer on a connection closes it.
-    const upstream = await startHttpServer({ hostname: HOSTS.upstream })
-    closers.push(() => upstream.close())
-    const served = new WeakMap()
-    upstream.handler = (req, res) => {
-      const n = (served.get(req.socket) ?? 0) + 1
-      served.set(req.socket, n)
-      if (n >= p.requestsPerConnection) res.setHeader('connection', 'close')
-      req.resume()
-      req.on('end', () => res.end('ok'))
-    }
 
     const broker = await startKafka({ heapMb: 384 })
     closers.push(() => broker.close())
@@ -175,28 +183,41 @@ async function main (nameserver, argv) {
     const runs = []
     for (const label of p.labels) {
       process.stderr.write(`incident: ${label}, ${p.durationS} s at ${p.rate} requests/s\n`)
-      const config = {
-        label,
-        statsdHost: HOSTS.statsd,
-        statsdPort: receiver.port,
-        upstream: upstream.url('/', HOSTS.upstream),
-        brokers: [`${HOSTS.kafka}:${broker.port}`],
-        topic: `incident-${run}-${label}`,
-        awaitKafka: p.kafkaAwaited,
+      // Each label starts where the last one's endpoint was before its move.
+      for (const host of [HOSTS.statsd, HOSTS.upstream]) dns.set(host, { a: [p.oldAddress], ttl: p.ttlS })
+      const endpoints = await startEndpoints(p)
+      try {
+        const config = {
+          label,
+          statsdHost: HOSTS.statsd,
+          statsdPort: endpoints.statsdPort,
+          upstream: `http://${HOSTS.upstream}:${endpoints.upstreamPort}/`,
+          brokers: [`${HOSTS.kafka}:${broker.port}`],
+          topic: `incident-${run}-${label}`,
+          awaitKafka: p.kafkaAwaited,
+        }
+        runs.push(await runLabel(label, config, p, { dns, endpoints, delivered }))
+      } finally {
+        await endpoints.close()
       }
-      runs.push(await runLabel(label, config, p, { receiver, delivered }))
     }
     const result = {
       bench: 'incident',
       node: process.version,
       parameters: p,
       scenarios: [{ name: 'incident', note: describe(p), runs }],
-      notes: [],
-      targets: targets(runs),
+      notes: notes(runs, p),
+      targets: targets(runs, p),
       charts: charts(runs, p),
     }
     report(result, argv)
-    if (!argv.includes('--json')) process.stdout.write(windowTable(runs, p))
+    if (!argv.includes('--json')) {
+      process.stdout.write(windowTable(runs, p))
+      if (p.moveAtS !== null) {
+        process.stdout.write(windowTable(runs, p, 'statsdLost', `StatsD lost (moved at ${p.moveAtS} s)`))
+        process.stdout.write(windowTable(runs, p, 'upstreamErrors', 'upstream errors'))
+      }
+    }
   } finally {
     for (const close of closers.reverse()) await close().catch(() => {})
   }
@@ -205,13 +226,124 @@ async function main (nameserver, argv) {
 function describe (p) {
   return `${p.rate} requests/s for ${p.durationS} s per label, windows of ${p.windowS} s; ` +
     `DNS answers after ${p.dnsDelayMs} ms, TTL ${p.ttlS} s; the upstream closes a connection after ${p.requestsPerConnection} requests; ` +
+    (p.moveAtS === null ? 'the endpoint never moves; ' : `the StatsD receiver and the upstream move from ${p.oldAddress} to ${p.newAddress} at ${p.moveAtS} s (DNS answers the new address, the old ones go away); `) +
     `UV_THREADPOOL_SIZE ${p.uvThreadpoolSize}; Kafka send ${p.kafkaAwaited ? 'awaited' : 'not awaited'} in the request path; ` +
     `warm-up ${p.warmupS} s at ${p.warmupRate} requests/s, not counted; at most ${p.drainS} s for the last answers`
 }
 
-// One label: its service in a child process, the warm-up, the measured run,
-// then what arrived at the StatsD receiver and the broker.
-async function runLabel (label, config, p, { receiver, delivered }) {
+// A StatsD receiver that keeps each datagram's arrival as [ms from `origin`,
+// lines]; once `gone`, its arrivals are kept apart: nobody reads them.
+async function startReceiver (address, port) {
+  const { bindUdp } = require('../test/helpers/udp')
+  const receiver = {
+    port: 0,
+    lines: 0,
+    origin: 0,
+    gone: false,
+    arrivals: [],
+    goneArrivals: [],
+    reset (origin) {
+      this.origin = origin
+      this.arrivals = []
+      this.goneArrivals = []
+    },
+  }
+  const socket = await bindUdp({
+    address,
+    port,
+    recvBufferSize: 8 << 20,
+    onMessage: (msg) => {
+      let lines = 0
+      for (const line of msg.toString('latin1').split('\n')) if (line !== '') lines++
+      receiver.lines += lines
+      ;(receiver.gone ? receiver.goneArrivals : receiver.arrivals).push([performance.now() - receiver.origin, lines])
+    },
+  })
+  receiver.port = socket.address().port
+  receiver.close = () => new Promise((resolve) => socket.close(resolve))
+  return receiver
+}
+
+// The upstream: answers "ok", and closes a connection after its
+// requestsPerConnection-th answer, as load balancers do.
+async function startUpstream (address, port, requestsPerConnection) {
+  const http = require('node:http')
+  const server = http.createServer({ requestTimeout: 0, headersTimeout: 0 })
+  server.keepAliveTimeout = 0 // no Keep-Alive hint, no idle close
+  const sockets = new Set()
+  const served = new WeakMap()
+  server.on('connection', (socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+  })
+  server.on('request', (req, res) => {
+    const n = (served.get(req.socket) ?? 0) + 1
+    served.set(req.socket, n)
+    if (n >= requestsPerConnection) res.setHeader('connection', 'close')
+    req.resume()
+    req.on('end', () => res.end('ok'))
+  })
+  await new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, address, () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  let closed = null
+  return {
+    port: server.address().port,
+    // Gone at once: its connections reset, new ones refused.
+    close: () => (closed ??= new Promise((resolve) => {
+      for (const socket of sockets) socket.destroy()
+      server.close(() => resolve())
+    })),
+  }
+}
+
+// The old and the new endpoint of the StatsD receiver and of the upstream,
+// each pair on one port, as a load balancer redeployed elsewhere keeps its
+// port.
+async function startEndpoints (p) {
+  for (let attempt = 1; ; attempt++) {
+    const opened = []
+    try {
+      const oldStatsd = await startReceiver(p.oldAddress, 0)
+      opened.push(oldStatsd)
+      const newStatsd = await startReceiver(p.newAddress, oldStatsd.port)
+      opened.push(newStatsd)
+      const oldUpstream = await startUpstream(p.oldAddress, 0, p.requestsPerConnection)
+      opened.push(oldUpstream)
+      const newUpstream = await startUpstream(p.newAddress, oldUpstream.port, p.requestsPerConnection)
+      opened.push(newUpstream)
+      return {
+        statsdPort: oldStatsd.port,
+        upstreamPort: oldUpstream.port,
+        oldStatsd,
+        newStatsd,
+        oldUpstream,
+        close: async () => { for (const o of opened) await o.close() },
+      }
+    } catch (err) {
+      for (const o of opened) await o.close()
+      // The new address's port was taken by something else: another pair.
+      if (err.code !== 'EADDRINUSE' || attempt === 5) throw err
+    }
+  }
+}
+
+// The redeploy: DNS answers the new address from now on; the old receiver
+// goes away (what still arrives there is lost) and so does the old upstream.
+function moveEndpoints (dns, endpoints, p) {
+  for (const host of [HOSTS.statsd, HOSTS.upstream]) dns.set(host, { a: [p.newAddress], ttl: p.ttlS })
+  endpoints.oldStatsd.gone = true
+  endpoints.oldUpstream.close()
+}
+
+// One label: its service in a child process, the warm-up, the measured run
+// with the move half way, then what arrived at the StatsD receivers and the
+// broker.
+async function runLabel (label, config, p, { dns, endpoints, delivered }) {
   const { fork } = require('node:child_process')
   const http = require('node:http')
   const child = fork(path.join(__dirname, 'incident-service.js'), [JSON.stringify(config)], {
@@ -228,32 +360,48 @@ async function runLabel (label, config, p, { receiver, delivered }) {
     if (msg.sample) samples.push(msg.sample)
     else if (msg.alert) alerts.push(msg.alert)
   })
+  const { oldStatsd, newStatsd } = endpoints
   try {
     const { port } = await childMessage(child, (m) => m.ready, 'ready', 90_000, () => stderr)
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1024 })
 
-    receiver.reset()
     const warm = await openLoop({ port, agent, rate: p.warmupRate, durationS: p.warmupS, drainS: p.drainS, timeoutMs: p.requestTimeoutMs })
     // The warm-up's metrics and messages arrive before the clock starts (the
     // hand-fixed queue flushes each second).
     const warmed = warm.requests - warm.errors
     if (label !== 'floor') {
-      await receiver.waitFor(warmed, 15_000)
+      await until(() => oldStatsd.lines >= warmed, 15_000)
       await until(async () => (await delivered(config.topic)) >= warmed, 15_000)
     }
-    const statsdBefore = receiver.lines
+    child.send('count')
+    const { increments: sentBefore } = await childMessage(child, (m) => m.increments !== undefined, 'count', 10_000, () => stderr)
     const kafkaBefore = label === 'floor' ? 0 : await delivered(config.topic)
 
     const startEpochMs = performance.timeOrigin + performance.now()
-    const measured = await openLoop({ port, agent, rate: p.rate, durationS: p.durationS, drainS: p.drainS, timeoutMs: p.requestTimeoutMs })
+    const start = performance.now()
+    for (const receiver of [oldStatsd, newStatsd]) receiver.reset(start)
+    let moveAtMs = null
+    const events = p.moveAtS === null
+      ? []
+      : [{
+          atMs: p.moveAtS * 1000,
+          run: () => {
+            moveEndpoints(dns, endpoints, p)
+            moveAtMs = performance.now() - start
+          },
+        }]
+    const measured = await openLoop({ port, agent, rate: p.rate, durationS: p.durationS, drainS: p.drainS, timeoutMs: p.requestTimeoutMs, start, events })
     agent.destroy()
 
     child.send('close')
-    await childMessage(child, (m) => m.closed, 'closed', 30_000, () => stderr).catch(() => child.kill('SIGKILL'))
-    await receiver.settle(300, 10_000)
-    const statsdDelivered = receiver.lines - statsdBefore
+    const closed = await childMessage(child, (m) => m.closed, 'closed', 30_000, () => stderr).catch(() => child.kill('SIGKILL'))
+    await settle(() => oldStatsd.lines + newStatsd.lines, 300, 10_000)
     const kafkaDelivered = label === 'floor' ? 0 : (await delivered(config.topic)) - kafkaBefore
-    return summarize(label, p, measured, { samples, alerts, startEpochMs, statsdDelivered, kafkaDelivered })
+    // A service killed at the deadline reports nothing: what it sent is
+    // then taken as what it was asked to send.
+    const sent = closed?.increments === undefined ? (label === 'floor' ? 0 : measured.requests) : closed.increments - sentBefore
+    const statsd = { sent, moveAtMs, old: oldStatsd.arrivals, gone: oldStatsd.goneArrivals, fresh: newStatsd.arrivals }
+    return summarize(label, p, measured, { samples, alerts, startEpochMs, kafkaDelivered, statsd })
   } finally {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
     await exited
@@ -264,20 +412,23 @@ async function runLabel (label, config, p, { receiver, delivered }) {
 // scheduled time; latency from that time. Resolves with every request's
 // scheduled offset and latency (ms) once all answered or failed, or after
 // `drainS` more seconds (what is left counts as errors, at their age then).
-function openLoop ({ port, agent, rate, durationS, drainS, timeoutMs }) {
+// A 502 is the service's answer when its upstream failed. `events` run at
+// their `atMs` from `start`.
+function openLoop ({ port, agent, rate, durationS, drainS, timeoutMs, start = performance.now(), events = [] }) {
   const http = require('node:http')
   const total = Math.round(rate * durationS)
   const intervalMs = 1000 / rate
   const latency = new Float64Array(total).fill(-1)
   const failed = new Uint8Array(total)
+  const upstreamFailed = new Uint8Array(total)
   const pending = new Map()
   let issued = 0
   let settled = 0
   let errors = 0
   return new Promise((resolve) => {
-    const start = performance.now()
     let timer = null
     let drainTimer = null
+    const eventTimers = events.map(({ atMs, run }) => setTimeout(run, Math.max(0, start + atMs - performance.now())))
     const finish = (i, ok) => {
       if (latency[i] !== -1) return
       latency[i] = performance.now() - (start + i * intervalMs)
@@ -291,16 +442,18 @@ function openLoop ({ port, agent, rate, durationS, drainS, timeoutMs }) {
     const done = () => {
       clearTimeout(timer)
       clearTimeout(drainTimer)
+      for (const t of eventTimers) clearTimeout(t)
       // Still unanswered at the drain deadline: failed, at their age now.
       for (const [i, req] of pending) {
         finish(i, false)
         req.destroy()
       }
-      resolve({ requests: total, errors, latency, failed, intervalMs })
+      resolve({ requests: total, errors, latency, failed, upstreamFailed, intervalMs })
     }
     const issue = (i) => {
       const req = http.get({ host: '127.0.0.1', port, path: '/', agent, signal: AbortSignal.timeout(timeoutMs) }, (res) => {
         res.resume()
+        if (res.statusCode === 502) upstreamFailed[i] = 1
         res.on('end', () => finish(i, res.statusCode === 200))
         res.on('error', () => finish(i, false))
       })
@@ -320,125 +473,14 @@ function openLoop ({ port, agent, rate, durationS, drainS, timeoutMs }) {
   })
 }
 
-function percentile (sorted, p) {
-  if (sorted.length === 0) return 0
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
-}
-
-const ms = (n) => Math.round(n * 10) / 10
-
-function summarize (label, p, measured, { samples, alerts, startEpochMs, statsdDelivered, kafkaDelivered }) {
-  const { latency, intervalMs, requests, errors } = measured
-  const all = Float64Array.from(latency).sort()
-  const count = Math.ceil(p.durationS / p.windowS)
-  const windows = []
-  for (let w = 0; w < count; w++) {
-    const from = Math.ceil((w * p.windowS * 1000) / intervalMs)
-    const to = Math.min(requests, Math.ceil(((w + 1) * p.windowS * 1000) / intervalMs))
-    const sorted = latency.slice(from, to).sort()
-    const byType = {}
-    for (const s of samples) {
-      const at = (s.t - startEpochMs) / 1000
-      if (at < w * p.windowS || at >= (w + 1) * p.windowS) continue
-      for (const [type, n] of Object.entries(s.requestsByType)) byType[type] = Math.max(byType[type] ?? 0, n)
-    }
-    windows.push({ p50Ms: ms(percentile(sorted, 50)), p99Ms: ms(percentile(sorted, 99)), maxMs: ms(sorted[sorted.length - 1] ?? 0), activeRequestsByType: byType })
+// Resolves once `count()` stayed the same for `quietMs`, or after `maxMs`.
+async function settle (count, quietMs, maxMs) {
+  const deadline = Date.now() + maxMs
+  let last = -1
+  while (count() !== last && Date.now() < deadline) {
+    last = count()
+    await new Promise((resolve) => setTimeout(resolve, quietMs))
   }
-  const alert = alerts.find((a) => a.metric === 'GetAddrInfoReqWrap')
-  return {
-    label,
-    rate: p.rate,
-    durationS: p.durationS,
-    requests,
-    errors,
-    p50Ms: ms(percentile(all, 50)),
-    p99Ms: ms(percentile(all, 99)),
-    p999Ms: ms(percentile(all, 99.9)),
-    maxMs: ms(all[all.length - 1] ?? 0),
-    worstWindowP99Ms: Math.max(...windows.map((w) => w.p99Ms)),
-    alertAtS: alert ? Math.round((alert.t - startEpochMs) / 100) / 10 : null,
-    statsdDelivered,
-    kafkaDelivered,
-    windows,
-  }
-}
-
-// What the incident benchmark promises, judged on this run's rows.
-function targets (runs) {
-  const out = []
-  const row = (label) => runs.find((r) => r.label === label)
-  const ratio = (a, b) => b === 0 ? (a === 0 ? 0 : Infinity) : Math.round((a / b) * 100) / 100
-  const [floor, base, hand, ours] = ['floor', 'baseline', 'hand-fixed', 'io-hygiene'].map(row)
-  if (ours && floor) {
-    out.push({ name: "io-hygiene's worst window p99 <= 2x floor's", holds: ours.worstWindowP99Ms <= 2 * floor.worstWindowP99Ms, measured: `${ours.worstWindowP99Ms} ms vs ${floor.worstWindowP99Ms} ms (${ratio(ours.worstWindowP99Ms, floor.worstWindowP99Ms)}x)` })
-  }
-  if (ours && hand) {
-    out.push({ name: "io-hygiene's worst window p99 <= hand-fixed's", holds: ours.worstWindowP99Ms <= hand.worstWindowP99Ms, measured: `${ours.worstWindowP99Ms} ms vs ${hand.worstWindowP99Ms} ms (${ratio(ours.worstWindowP99Ms, hand.worstWindowP99Ms)}x)` })
-  }
-  if (ours && base) {
-    out.push({ name: "baseline's worst window p99 >= 10x io-hygiene's (the incident reproduced)", holds: base.worstWindowP99Ms >= 10 * ours.worstWindowP99Ms, measured: `${base.worstWindowP99Ms} ms vs ${ours.worstWindowP99Ms} ms (${ratio(base.worstWindowP99Ms, ours.worstWindowP99Ms)}x)` })
-  }
-  if (ours) {
-    out.push({ name: 'io-hygiene: no errors', holds: ours.errors === 0, measured: `${ours.errors} of ${ours.requests}` })
-    out.push({
-      name: "io-hygiene: every request's StatsD increment and Kafka message delivered",
-      holds: ours.statsdDelivered === ours.requests && ours.kafkaDelivered === ours.requests,
-      measured: `StatsD ${ours.statsdDelivered}, Kafka ${ours.kafkaDelivered} of ${ours.requests}`,
-    })
-    out.push({ name: "io-hygiene: the monitor's GetAddrInfoReqWrap alert stays silent", holds: ours.alertAtS === null, measured: ours.alertAtS === null ? 'silent' : `fired at ${ours.alertAtS} s` })
-  }
-  if (base) {
-    const worst = base.windows.findIndex((w) => w.p99Ms === base.worstWindowP99Ms)
-    const worstAtS = worst * WINDOW_S
-    out.push({
-      name: "baseline: the monitor's GetAddrInfoReqWrap alert fires before the worst window",
-      holds: base.alertAtS !== null && base.alertAtS <= worstAtS,
-      measured: `${base.alertAtS === null ? 'silent' : `fired at ${base.alertAtS} s`}; worst window from ${worstAtS} s`,
-    })
-  }
-  return out
-}
-
-// The per-window p99 of each label, for the readable output (--json has it
-// in each label's `windows`).
-function windowTable (runs, p) {
-  const ends = Array.from({ length: Math.max(0, ...runs.map((r) => r.windows.length)) }, (_, w) => `${Math.min(p.durationS, (w + 1) * p.windowS)} s`)
-  const rows = [['p99 (ms) by window end', ...ends], ...runs.map((r) => [r.label, ...r.windows.map((w) => w.p99Ms.toLocaleString('en-US'))])]
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => String(row[i] ?? '').length)))
-  const line = (row) => '| ' + widths.map((w, i) => String(row[i] ?? '').padEnd(w)).join(' | ') + ' |'
-  return [line(rows[0]), '|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|', ...rows.slice(1).map(line)].join('\n') + '\n\n'
-}
-
-// The two pictures of the incident, as data: bench/markdown.js draws them.
-function charts (runs, p) {
-  const base = runs.find((r) => r.label === 'baseline')
-  const count = Math.max(0, ...runs.map((r) => r.windows.length))
-  const x = Array.from({ length: count }, (_, w) => Math.min(p.durationS, (w + 1) * p.windowS))
-  const out = [{
-    title: `p99 latency per ${p.windowS} s window (ms)`,
-    xLabel: 'seconds into the run (end of window)',
-    yLabel: 'p99 (ms)',
-    x,
-    series: runs.map((r) => ({ name: r.label, color: COLORS[r.label], values: r.windows.map((w) => w.p99Ms) })),
-  }]
-  // The same without the baseline, whose seconds flatten the others' lines.
-  const rest = runs.filter((r) => r.label !== 'baseline')
-  if (base && rest.length > 0) {
-    out.push({ ...out[0], title: `p99 latency per ${p.windowS} s window without the baseline (ms)`, series: out[0].series.filter((s) => s.name !== 'baseline') })
-  }
-  if (base) {
-    const totals = {}
-    for (const w of base.windows) for (const [type, n] of Object.entries(w.activeRequestsByType)) totals[type] = (totals[type] ?? 0) + n
-    const types = Object.keys(totals).sort((a, b) => totals[b] - totals[a]).slice(0, 4)
-    out.push({
-      title: `baseline: active requests by type, the most in each ${p.windowS} s window`,
-      xLabel: 'seconds into the run (end of window)',
-      yLabel: 'active requests',
-      x,
-      series: types.map((type) => ({ name: type, values: base.windows.map((w) => w.activeRequestsByType[type] ?? 0) })),
-    })
-  }
-  return out
 }
 
 async function until (check, timeoutMs) {
