@@ -19,9 +19,9 @@ const ROUNDS = 3
 // through to each benchmark.
 function parseArgs (argv, benches = BENCHES) {
   const out = { benches: [], args: [], against: null, rounds: ROUNDS, noise: NOISE, json: false, markdown: null }
-  const value = (i, name, hint) => {
+  const value = (i, name, hint, what = 'a value') => {
     const v = argv[i + 1]
-    if (v === undefined || v.startsWith('--')) throw new TypeError(`${name} needs a value, e.g. ${name} ${hint}`)
+    if (v === undefined || v.startsWith('--')) throw new TypeError(`${name} needs ${what}, e.g. ${name} ${hint}`)
     return v
   }
   for (let i = 0; i < argv.length; i++) {
@@ -30,9 +30,9 @@ function parseArgs (argv, benches = BENCHES) {
     if (benches.includes(name)) {
       if (!out.benches.includes(name)) out.benches.push(name)
     } else if (arg === '--against') {
-      out.against = value(i++, arg, 'main')
+      out.against = value(i++, arg, 'main', 'a git ref')
     } else if (arg === '--markdown') {
-      out.markdown = value(i++, arg, 'docs/benchmarks/results.md')
+      out.markdown = value(i++, arg, 'docs/benchmarks/results.md', 'a file name')
     } else if (arg === '--rounds') {
       const n = Number(value(i++, arg, '3'))
       if (!Number.isInteger(n) || n < 1) throw new RangeError(`--rounds must be a positive integer, got ${argv[i]}`)

@@ -22,8 +22,8 @@ t.test('arguments: benchmarks by name, the gate\'s own options, the rest passed 
 })
 
 t.test('arguments: what the gate cannot run is an error before anything runs', async (t) => {
-  t.throws(() => parseArgs(['--against']), { name: 'TypeError', message: /--against needs a value/ })
-  t.throws(() => parseArgs(['--against', '--json']), { name: 'TypeError', message: /--against needs a value/ })
+  t.throws(() => parseArgs(['--against']), { name: 'TypeError', message: /--against needs a git ref, e.g. --against main/ })
+  t.throws(() => parseArgs(['--against', '--json']), { name: 'TypeError', message: /--against needs a git ref, e.g. --against main/ })
   t.throws(() => parseArgs(['--rounds', '0']), { name: 'RangeError', message: /--rounds must be a positive integer, got 0/ })
   t.throws(() => parseArgs(['--rounds', '1.5']), { name: 'RangeError' })
   t.throws(() => parseArgs(['--noise', '1']), { name: 'RangeError', message: /--noise must be a fraction/ })
