@@ -620,7 +620,12 @@ async function main () {
     targets: targets(scenarios),
     ...(failed.length === 0 ? {} : { failed: `scenario ${failed.map((s) => s.name).join(', ')} failed` }),
   })
-  if (failed.length > 0) process.exitCode = 1
+  if (failed.length > 0) {
+    process.exitCode = 1
+    // A label's producer left connected by its failed run must not hold the
+    // process open: the result is out.
+    setTimeout(() => process.exit(), 10_000).unref()
+  }
 }
 
 // msg/s of `a` over `b`: the median of the ratios within each round, where
