@@ -28,24 +28,27 @@ const { parseArgs, compare, table, exitCode } = require('./gate')
 
 const ROOT = path.resolve(__dirname, '..')
 
-// One benchmark of the checkout at `dir`: its --json result, or `{ bench,
-// failed }` when it printed none. A result whose process failed keeps what
-// it reported, with `failed` set.
-function runBench (dir, bench, args, { stdout = 'pipe' } = {}) {
+// One benchmark of the checkout at `dir`, its output kept (each prints its
+// tables or JSON at its end; progress goes to stderr as it runs). Returns
+// what it printed, and its result: with --json the object it printed, or
+// `{ bench, failed }` when it printed none; a result whose process failed
+// keeps what it reported, with `failed` set.
+function runBench (dir, bench, args) {
   const file = path.join(dir, 'bench', `${bench}.js`)
-  if (!fs.existsSync(file)) return { bench, failed: 'not in this checkout' }
-  const result = spawnSync(process.execPath, [file, ...args], {
+  if (!fs.existsSync(file)) return { text: '', printed: false, result: { bench, failed: 'not in this checkout' } }
+  const run = spawnSync(process.execPath, [file, ...args], {
     cwd: dir,
-    stdio: ['ignore', stdout, 'inherit'],
+    stdio: ['ignore', 'pipe', 'inherit'],
     maxBuffer: 64 * 1024 * 1024,
   })
-  const exit = result.status ?? result.signal ?? result.error?.code
-  const failed = result.status === 0 ? null : `exit ${exit}`
-  if (stdout !== 'pipe') return { bench, failed }
-  const parsed = parseRun(String(result.stdout)).results.find((r) => r.bench === bench)
-  if (parsed === undefined) return { bench, failed: failed ?? 'no result printed' }
+  const exit = run.status ?? run.signal ?? run.error?.code
+  const failed = run.status === 0 ? null : `exit ${exit}`
+  const text = String(run.stdout ?? '')
+  const json = args.includes('--json')
+  const parsed = json ? parseRun(text).results.find((r) => r.bench === bench) : undefined
+  if (parsed === undefined) return { text, printed: false, result: { bench, failed: failed ?? (json ? 'no result printed' : null) } }
   if (failed !== null && !parsed.failed) parsed.failed = failed
-  return parsed
+  return { text, printed: true, result: parsed }
 }
 
 function all (opts) {
@@ -56,17 +59,16 @@ function all (opts) {
   const results = []
   const failed = []
   for (const bench of opts.benches) {
-    // Printed as it runs, unless its tables are to be written as markdown.
-    const result = runBench(ROOT, bench, args, { stdout: opts.markdown === null ? 'inherit' : 'pipe' })
+    const { text, printed, result } = runBench(ROOT, bench, args)
     if (result.failed) {
       failed.push(`${bench} (${result.failed})`)
       process.stderr.write(`bench/${bench}.js failed (${result.failed})\n`)
     }
     if (opts.markdown === null) {
-      // What it printed is already out; a failure is said in its own format.
-      if (!result.failed) continue
-      if (opts.json) process.stdout.write(JSON.stringify({ bench, failed: result.failed }) + '\n')
-      else process.stdout.write(`# ${bench}\n\nFAILED (${result.failed})\n\n`)
+      process.stdout.write(text)
+      // A failure said in the run's own format, unless the benchmark said it.
+      if (result.failed && opts.json && !printed) process.stdout.write(JSON.stringify({ bench, failed: result.failed }) + '\n')
+      if (result.failed && !opts.json) process.stdout.write(`FAILED: bench/${bench}.js (${result.failed})\n\n`)
       continue
     }
     report(result.scenarios ? result : { ...result, scenarios: [] }, [])
@@ -137,7 +139,7 @@ function gate (opts) {
         const sides = r % 2 === 0 ? ['tree', 'ref'] : ['ref', 'tree']
         for (const side of sides) {
           process.stderr.write(`gate: round ${r + 1}/${opts.rounds}, ${bench} on the ${side === 'tree' ? 'working tree' : opts.against}...\n`)
-          round[side][bench] = runBench(side === 'tree' ? ROOT : ref.dir, bench, args)
+          round[side][bench] = runBench(side === 'tree' ? ROOT : ref.dir, bench, args).result
           if (round[side][bench].failed) process.stderr.write(`gate: ${bench} failed on the ${side === 'tree' ? 'working tree' : opts.against} (${round[side][bench].failed})\n`)
         }
       }
@@ -156,6 +158,13 @@ function gate (opts) {
   process.exitCode = exitCode(verdict)
 }
 
-const opts = parseArgs(process.argv.slice(2))
+let opts
+try {
+  opts = parseArgs(process.argv.slice(2))
+} catch (error) {
+  // A mistyped command line: said in one line, before anything runs.
+  process.stderr.write(`npm run bench: ${error.message}\n`)
+  process.exit(2)
+}
 if (opts.against === null) all(opts)
 else gate(opts)
