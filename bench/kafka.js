@@ -148,8 +148,8 @@ async function retrying (what, step, deadline) {
 // creating, and then the metadata, are asked again within one bound. A topic
 // a failed attempt did create is not an error the second time (kafkajs
 // answers false).
-async function createTopics (kafka, topics, timeoutMs = TOPIC_TIMEOUT_MS) {
-  const deadline = Date.now() + timeoutMs
+async function createTopics (kafka, topics) {
+  const deadline = Date.now() + TOPIC_TIMEOUT_MS
   const admin = kafka.admin()
   try {
     await retrying('admin connect', () => admin.connect(), deadline)
