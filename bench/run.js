@@ -151,7 +151,8 @@ function gate (opts) {
   const verdict = compare(rounds, { noise: opts.noise })
   if (opts.json) {
     const gate = { against: opts.against, commit: ref.commit, rounds: opts.rounds, noise: opts.noise, benches: opts.benches, args: opts.args, machine: machine() }
-    process.stdout.write(JSON.stringify({ gate, ...verdict }) + '\n')
+    const { targets, failures, regression } = verdict
+    process.stdout.write(JSON.stringify({ gate, targets, failures, regression }) + '\n')
   } else {
     process.stdout.write(table(verdict, { ref: opts.against, rounds: opts.rounds }))
   }
