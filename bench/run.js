@@ -18,32 +18,50 @@
 // afterwards. Prints per target the ratio new/old and its spread over the
 // rounds (one JSON object with --json); exit 1 on a regression, 2 when
 // a benchmark failed so that not everything was compared.
-const { spawnSync, execFileSync } = require('node:child_process')
+const { spawn, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const { setTimeout: sleep } = require('node:timers/promises')
 const { report } = require('./common')
 const { render, machine, parseRun } = require('./markdown')
 const { parseArgs, compare, table, exitCode } = require('./gate')
 
 const ROOT = path.resolve(__dirname, '..')
 
+// The child running now: what a signal to the gate stops before it cleans
+// up; once stopping, no other starts.
+let current = null
+let stopping = false
+
+// Runs `command` with stdout kept (or sent where `stdout` says), as a child
+// the gate can stop; resolves with its exit and output.
+function run (command, args, { cwd, stdout = 'pipe' }) {
+  if (stopping) return new Promise(() => {})
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { cwd, stdio: ['ignore', stdout, 'inherit'] })
+    current = child
+    const chunks = []
+    child.stdout?.on('data', (chunk) => chunks.push(chunk))
+    let error = null
+    child.once('error', (e) => { error = e })
+    child.once('close', (status, signal) => {
+      current = null
+      resolve({ status, signal, error, text: Buffer.concat(chunks).toString() })
+    })
+  })
+}
+
 // One benchmark of the checkout at `dir`, its output kept (each prints its
 // tables or JSON at its end; progress goes to stderr as it runs). Returns
 // what it printed, and its result: with --json the object it printed, or
 // `{ bench, failed }` when it printed none; a result whose process failed
 // keeps what it reported, with `failed` set.
-function runBench (dir, bench, args) {
+async function runBench (dir, bench, args) {
   const file = path.join(dir, 'bench', `${bench}.js`)
   if (!fs.existsSync(file)) return { text: '', printed: false, result: { bench, failed: 'not in this checkout' } }
-  const run = spawnSync(process.execPath, [file, ...args], {
-    cwd: dir,
-    stdio: ['ignore', 'pipe', 'inherit'],
-    maxBuffer: 64 * 1024 * 1024,
-  })
-  const exit = run.status ?? run.signal ?? run.error?.code
-  const failed = run.status === 0 ? null : `exit ${exit}`
-  const text = String(run.stdout ?? '')
+  const { status, signal, error, text } = await run(process.execPath, [file, ...args], { cwd: dir })
+  const failed = status === 0 ? null : `exit ${status ?? signal ?? error?.code}`
   const json = args.includes('--json')
   const parsed = json ? parseRun(text).results.find((r) => r.bench === bench) : undefined
   if (parsed === undefined) return { text, printed: false, result: { bench, failed: failed ?? (json ? 'no result printed' : null) } }
@@ -51,7 +69,7 @@ function runBench (dir, bench, args) {
   return { text, printed: true, result: parsed }
 }
 
-function all (opts) {
+async function all (opts) {
   const info = machine()
   const json = opts.json || opts.markdown !== null
   const args = json ? [...opts.args, '--json'] : opts.args
@@ -59,7 +77,7 @@ function all (opts) {
   const results = []
   const failed = []
   for (const bench of opts.benches) {
-    const { text, printed, result } = runBench(ROOT, bench, args)
+    const { text, printed, result } = await runBench(ROOT, bench, args)
     if (result.failed) {
       failed.push(`${bench} (${result.failed})`)
       process.stderr.write(`bench/${bench}.js failed (${result.failed})\n`)
@@ -88,8 +106,9 @@ function git (args, cwd = ROOT) {
 }
 
 // The ref in a worktree of its own under the temp folder, installed as a
-// fresh clone would be; returns its folder and the undo.
-function checkout (ref) {
+// fresh clone would be; returns its folder and the undo, which also runs on
+// exit and on SIGINT or SIGTERM (after stopping the child running then).
+async function checkout (ref) {
   const commit = git(['rev-parse', '--verify', `${ref}^{commit}`])
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'io-hygiene-gate-'))
   const dir = path.join(tmp, 'ref')
@@ -107,8 +126,18 @@ function checkout (ref) {
   }
   process.on('exit', remove)
   for (const signal of ['SIGINT', 'SIGTERM']) {
-    process.once(signal, () => {
+    process.once(signal, async () => {
+      stopping = true
+      // A benchmark stops its own servers and brokers on SIGTERM: given
+      // the time to, then the worktree goes.
+      const child = current
+      if (child !== null) {
+        const closed = new Promise((resolve) => child.once('close', resolve))
+        child.kill('SIGTERM')
+        await Promise.race([closed, sleep(20_000)])
+      }
       remove()
+      process.stderr.write(`gate: ${signal}: stopped, the ref's worktree removed\n`)
       process.exit(130)
     })
   }
@@ -118,7 +147,7 @@ function checkout (ref) {
   if (fs.existsSync(path.join(ROOT, '.cache'))) fs.symlinkSync(path.join(ROOT, '.cache'), path.join(dir, '.cache'))
   const command = fs.existsSync(path.join(dir, 'package-lock.json')) ? 'ci' : 'install'
   process.stderr.write(`gate: npm ${command} in the ref's worktree...\n`)
-  const npm = spawnSync('npm', [command, '--no-audit', '--no-fund', '--prefer-offline'], { cwd: dir, stdio: ['ignore', 2, 2] })
+  const npm = await run('npm', [command, '--no-audit', '--no-fund', '--prefer-offline'], { cwd: dir, stdout: 2 })
   if (npm.status !== 0) {
     remove()
     throw new Error(`npm ${command} in ${ref}'s worktree failed (exit ${npm.status ?? npm.signal ?? npm.error?.code})`)
@@ -126,8 +155,8 @@ function checkout (ref) {
   return { dir, commit, remove }
 }
 
-function gate (opts) {
-  const ref = checkout(opts.against)
+async function gate (opts) {
+  const ref = await checkout(opts.against)
   const args = [...opts.args, '--json']
   const rounds = []
   try {
@@ -139,7 +168,7 @@ function gate (opts) {
         const sides = r % 2 === 0 ? ['tree', 'ref'] : ['ref', 'tree']
         for (const side of sides) {
           process.stderr.write(`gate: round ${r + 1}/${opts.rounds}, ${bench} on the ${side === 'tree' ? 'working tree' : opts.against}...\n`)
-          round[side][bench] = runBench(side === 'tree' ? ROOT : ref.dir, bench, args).result
+          round[side][bench] = (await runBench(side === 'tree' ? ROOT : ref.dir, bench, args)).result
           if (round[side][bench].failed) process.stderr.write(`gate: ${bench} failed on the ${side === 'tree' ? 'working tree' : opts.against} (${round[side][bench].failed})\n`)
         }
       }
@@ -167,5 +196,7 @@ try {
   process.stderr.write(`npm run bench: ${error.message}\n`)
   process.exit(2)
 }
-if (opts.against === null) all(opts)
-else gate(opts)
+;(opts.against === null ? all(opts) : gate(opts)).catch((error) => {
+  process.stderr.write(`${error.stack}\n`)
+  process.exitCode = 2
+})
