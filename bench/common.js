@@ -43,15 +43,19 @@ function round (n, digits = 1) {
 }
 
 // Prints `result` ({ bench, scenarios: [{ name, runs: [{ label, ... }] }] })
-// as JSON with --json, else as one table per scenario.
+// as JSON with --json, else as one table per scenario. A benchmark or a
+// scenario that could not finish carries `failed` (why), and says so.
 function report (result, argv = process.argv) {
   if (argv.includes('--json')) {
     process.stdout.write(JSON.stringify(result) + '\n')
     return
   }
   const lines = [`# ${result.bench}`]
-  for (const scenario of result.scenarios) {
+  if (result.failed) lines.push('', `FAILED: ${result.failed}`)
+  for (const scenario of result.scenarios ?? []) {
     lines.push('', `## ${scenario.name}${scenario.note ? ` (${scenario.note})` : ''}`)
+    if (scenario.failed) lines.push('', `FAILED: ${scenario.failed}`)
+    if ((scenario.runs ?? []).length === 0) continue
     const fields = [...new Set(scenario.runs.flatMap((run) => Object.keys(run)))]
     const rows = [fields, ...scenario.runs.map((run) => fields.map((f) => format(run[f])))]
     const widths = fields.map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)))

@@ -109,8 +109,12 @@ function verdict (target) {
 function renderBench (result) {
   const lines = [`## ${result.bench}`, '']
   if (result.failed) {
-    lines.push(`Did not finish (${escape(String(result.failed))}): no results from this run.`, '')
-    return lines
+    // A benchmark whose scenarios failed in part keeps the others' results.
+    if ((result.scenarios ?? []).length === 0) {
+      lines.push(`Did not finish (${escape(String(result.failed))}): no results from this run.`, '')
+      return lines
+    }
+    lines.push(`Did not finish everything (${escape(String(result.failed))}): what did finish is below.`, '')
   }
   if (result.skipped) {
     lines.push(`Skipped on this machine: ${escape(String(result.skipped))}.`, '')
@@ -119,6 +123,7 @@ function renderBench (result) {
   for (const scenario of result.scenarios ?? []) {
     lines.push(`### ${scenario.name}`, '')
     if (scenario.note) lines.push(escape(String(scenario.note)), '')
+    if (scenario.failed) lines.push(`Did not finish (${escape(String(scenario.failed))}).`, '')
     if ((scenario.runs ?? []).length > 0) lines.push(...table(scenario.runs), '')
   }
   for (const c of result.charts ?? []) lines.push(...chart(c))

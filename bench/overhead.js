@@ -49,6 +49,9 @@ const LABELS = ['baseline', 'io-hygiene', 'dd-trace']
 const HANDLERS = ['hello', 'realistic']
 const ROOT = path.resolve(__dirname, '..')
 const CHILD_TIMEOUT_MS = 60_000
+// What install() and `-r io-hygiene/register` may add to a bare start: the
+// configuration's modules loaded, nothing this process will not use.
+const STARTUP_LIMIT_MS = 5
 
 // dd-trace, told to stay off the network (no agent in these runs).
 const DD_ENV = {
@@ -375,7 +378,7 @@ function startup (argv, scenarios, notes, targets) {
   })
   for (const label of ['io-hygiene', 'register']) {
     const run = out.find((r) => r.label === label)
-    targets.push(target(`startup: ${label} adds <= 10 ms`, run.addedMs <= 10, `${run.addedMs} ms, ${run.ratio}x a ${out[0].wallMs} ms bare start`))
+    targets.push(target(`startup: ${label} adds <= ${STARTUP_LIMIT_MS} ms`, run.addedMs <= STARTUP_LIMIT_MS, `${run.addedMs} ms, ${run.ratio}x a ${out[0].wallMs} ms bare start`))
   }
   const ioh = out.find((r) => r.label === 'io-hygiene')
   const register = out.find((r) => r.label === 'register')

@@ -48,6 +48,22 @@ t.test('a benchmark that did not finish is said so, not left out', async (t) => 
   t.match(machine().cores, Number)
 })
 
+t.test('a scenario that did not finish is said so, and the others keep their results', async (t) => {
+  const result = {
+    bench: 'kafka',
+    failed: 'scenario throughput failed',
+    scenarios: [
+      { name: 'wrapper-cost', runs: [{ label: 'io-hygiene', cpuUsPerMsg: 0.9 }] },
+      { name: 'throughput', failed: 'creating bench-1: still failing after 60000 ms', runs: [] },
+    ],
+    targets: [{ name: 'wrapper-cost: io-hygiene adds <= 0.5 us CPU per message over the floor', holds: false, measured: '0.5 us' }],
+  }
+  const page = render([result], machine(new Date('2026-01-02T03:04:05Z'), []))
+  t.match(page, /## kafka\n\nDid not finish everything \(scenario throughput failed\): what did finish is below\./)
+  t.match(page, /### wrapper-cost\n\n\| label \| cpuUsPerMsg \|\n\|---\|---\|\n\| io-hygiene \| 0\.9 \|/)
+  t.match(page, /### throughput\n\nDid not finish \(creating bench-1: still failing after 60000 ms\)\./)
+})
+
 t.test("a benchmark's charts: Mermaid line charts with their colours named, and lists kept out of the tables", async (t) => {
   const windows = [{ p50Ms: 1, p99Ms: 2, maxMs: 3, activeRequestsByType: {} }]
   const page = render([{
