@@ -2,6 +2,7 @@
 
 const t = require('tap')
 const dns = require('node:dns')
+const fs = require('node:fs')
 const path = require('node:path')
 const util = require('node:util')
 const { execFile } = require('node:child_process')
@@ -477,6 +478,32 @@ t.test('install() loads only what its modules need before their first use', asyn
   for (const file of ['lru-cache', 'lib/dns/upstream.js', 'lib/dns/ip.js', 'lib/core/diagnostics.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
   for (const builtin of ['net', 'diagnostics_channel']) t.ok(out.afterLookup.builtins.includes(builtin), `node:${builtin}, by the first lookup`)
   t.notOk(out.afterLookup.files.includes('@opentelemetry'), 'nor any @opentelemetry module after it')
+})
+
+// Each file a process loads at start costs it a fraction of a millisecond
+// however small the file (bench/overhead.js `startup`): the files install()
+// and -r io-hygiene/register load before any first use are these, and a
+// file added to them is a decision, not a drift.
+t.test('install() and -r io-hygiene/register load exactly the start-up files', async (t) => {
+  const features = ['lib/install.js', 'lib/core/global-slot.js', 'lib/core/options.js', 'lib/core/timers.js', 'lib/core/patch.js',
+    'lib/kafka/kafkajs-patch.js', 'lib/dns/index.js', 'lib/dns/cache.js', 'lib/dns/lookup.js', 'lib/http/index.js']
+  // Our own files in require.cache, after `first` has run.
+  const listing = (first) => `
+    ${first}
+    const path = require('node:path')
+    const own = Object.keys(require.cache).filter((f) => !f.includes('node_modules')).map((f) => path.relative(process.cwd(), f))
+    process.stdout.write(JSON.stringify(own.sort()))
+  `
+  const code = await run(['-e', listing("require('io-hygiene').install()")])
+  t.equal(code.code, 0, code.stderr)
+  t.same(code.out, ['index.js', ...features].sort(), 'install()')
+  const preloaded = await run(['-r', 'io-hygiene/register', '-e', listing('')])
+  t.equal(preloaded.code, 0, preloaded.stderr)
+  t.same(preloaded.out, ['register', ...features].sort(), '-r io-hygiene/register: one entry file, not two')
+
+  // register.js and register are twins: the same code, each on its own.
+  const codeOf = (file) => fs.readFileSync(path.join(__dirname, '..', file), 'utf8').split('\n').filter((line) => line.trim() !== '' && !line.startsWith('//'))
+  t.same(codeOf('register'), codeOf('register.js'), 'register and register.js run the same code')
 })
 
 // A package.json "exports" map makes Node 20's require() load its ES module
