@@ -16,6 +16,7 @@ const spec = {
   headersTimeoutMs: { default: 30_000, check: timerMs(1) },
   bodyTimeoutMs: { default: 30_000, check: timerMs(1) },
   requestTimeoutMs: { default: null, check: nullable(timerMs(1)) },
+  statusRetries: { default: false, check: boolean() },
   maxRetries: { default: 2, check: integer(0, 10) },
   retryBaseDelayMs: { default: 100, check: timerMs(1) },
   maxRetryDelayMs: { default: 10_000, check: timerMs(1) },
