@@ -157,3 +157,23 @@ t.test('a streamed body that a stale socket interrupts is sent whole again from 
   t.equal(gave, 3, 'the source was read once')
   t.equal(handle.http.stats().retries.staleSocket, 1)
 })
+
+const runFixture = (name, mode) => new Promise((resolve, reject) => {
+  const fixture = require('node:path').join(__dirname, 'fixtures', name)
+  require('node:child_process').execFile(process.execPath, [fixture, mode], (err, stdout, stderr) => {
+    if (err) return reject(new Error(`${mode}: ${err.message} ${stderr}`))
+    resolve(JSON.parse(stdout))
+  })
+})
+
+t.test('uninstall() leaves an empty global dispatcher slot empty again', async (t) => {
+  t.same(await runFixture('http-empty-slot.js', 'handle'), {
+    before: [false, false], answer: 'ok', global: true, uninstalled: true, after: [false, false], oursStays: false,
+  }, 'only our handle used it: both slots absent, as before install()')
+  // Node 26's fetch (undici 8) sets both slots when it finds them empty;
+  // Node 22's and 24's (undici 6, 7) the legacy one only.
+  const after = Number(process.versions.node.split('.')[0]) >= 26 ? [true, true] : [false, true]
+  t.same(await runFixture('http-empty-slot.js', 'fetch'), {
+    before: [false, false], answer: 'ok', global: true, uninstalled: true, after, oursStays: false, fetchAfter: 'ok',
+  }, 'Node\'s fetch read it while ours was there, and set no default of its own: undici\'s default is put back where it would have set it')
+})

@@ -83,17 +83,22 @@ let warnedNotGlobal = false
 //   (in the legacy slot alone): left in place, with a warning.
 // Loading undici costs a service milliseconds of its start, so when nothing
 // has set a global dispatcher yet, ours is made on first use: each slot holds
-// a getter until someone reads one (Node's fetch, undici's index as it
-// loads, our handle). Returns { value, undo }.
+// a getter, which makes ours when someone reads it (Node's fetch, undici's
+// index as it loads) and then serves it. The getter stays, so that undo()
+// knows whether a copy of undici read the slot (and so set no default of
+// its own): a slot read gets undici's default Agent back, as that copy would
+// have put there; a slot nobody read is left empty, as it was. Returns
+// { value, undo }.
 function installHttp (resolved) {
   const stats = createStats()
   // { agent, dispatcher, values: { [slot]: ours }, previous: { [slot]: theirs }, composed }
   let built = null
   let lost = false // another dispatcher holds a slot: we could not take it
-  const getters = new Map() // slot -> our lazy getter, while in place
-  // What each getter returns once ours is made. A getter that cannot be
-  // taken away (globalThis was frozen after install()) keeps serving it.
+  const getters = new Map() // slot -> our getter, while in place
+  // What each getter returns once ours is made; after undo(), what a getter
+  // that cannot be taken away (a frozen globalThis) serves instead.
   const serving = {}
+  const read = new Set() // the slots a copy of undici read through our getter
   let undone = false // after uninstall(), not being global is no news
 
   const build = () => {
@@ -136,11 +141,13 @@ function installHttp (resolved) {
     return built
   }
 
-  // Our getters come off all together, whichever slot was touched first;
-  // one that cannot (a frozen globalThis) stays and serves ours.
+  // Whether our getter is still in `slot`.
+  const getterIn = (slot) => getters.has(slot) && Object.getOwnPropertyDescriptor(globalThis, slot)?.get === getters.get(slot)
+  // Before ours is made, our getters come off all together, whichever slot
+  // was touched first; one that cannot (a frozen globalThis) stays.
   const takeGetters = () => {
-    for (const [slot, get] of getters) {
-      if (Object.getOwnPropertyDescriptor(globalThis, slot)?.get === get && !Reflect.deleteProperty(globalThis, slot)) continue
+    for (const slot of getters.keys()) {
+      if (getterIn(slot) && !Reflect.deleteProperty(globalThis, slot)) continue
       getters.delete(slot)
     }
   }
@@ -155,10 +162,8 @@ function installHttp (resolved) {
     try {
       for (const slot of slots) {
         const get = () => {
-          if (built === null) {
-            takeGetters()
-            build()
-          }
+          if (built === null) build()
+          read.add(slot)
           return serving[slot]
         }
         getters.set(slot, get)
@@ -166,9 +171,11 @@ function installHttp (resolved) {
           configurable: true,
           enumerable: false,
           get,
-          // Someone set their own before ours was made: theirs stays.
+          // Someone set their own: theirs stays. Before ours was made, the
+          // other slot is left empty for its reader to fill.
           set (value) {
-            takeGetters()
+            if (built === null) takeGetters()
+            getters.delete(slot)
             Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: true })
             notGlobal()
           },
@@ -185,13 +192,11 @@ function installHttp (resolved) {
     /* c8 ignore stop */
   }
 
-  // Whether every slot holds ours, or our getter that makes it.
+  // Whether every slot holds ours, or our getter that makes or serves it.
   const isGlobal = () => {
     if (lost) return false
-    if (built === null) {
-      return slots.every((slot) => getters.has(slot) && Object.getOwnPropertyDescriptor(globalThis, slot)?.get === getters.get(slot))
-    }
-    return slots.every((slot) => globalThis[slot] === built.values[slot])
+    if (built === null) return slots.every(getterIn)
+    return slots.every((slot) => getters.has(slot) ? getterIn(slot) : globalThis[slot] === built.values[slot])
   }
   const verify = () => {
     const global = isGlobal()
@@ -202,7 +207,7 @@ function installHttp (resolved) {
   const value = {
     // Ours, made now if it was not yet; null if another took the slots first.
     get dispatcher () {
-      if (built === null && getters.size > 0) globalThis[kCurrent] // eslint-disable-line no-unused-expressions
+      if (built === null && getters.size > 0) build()
       verify()
       return built === null ? null : built.dispatcher
     },
@@ -218,10 +223,18 @@ function installHttp (resolved) {
     }
     let ours = true
     let stillServed = false
+    // undici 8, reading the current slot, would have set both; undici 6 and
+    // 7 set the legacy one only.
+    if (read.has(kCurrent)) read.add(kLegacy)
     for (const slot of slots) {
       if (getters.has(slot)) {
-        // A getter that a frozen globalThis keeps: it serves theirs again.
-        serving[slot] = built.previous[slot]
+        if (!getterIn(slot)) {
+          ours = false // someone defined theirs over it
+        } else if (read.has(slot) ? !redefine(slot, built.previous[slot]) : !Reflect.deleteProperty(globalThis, slot)) {
+          // A getter that a frozen globalThis keeps: it serves theirs again.
+          serving[slot] = built.previous[slot]
+        }
+        getters.delete(slot)
       } else if (globalThis[slot] !== built.values[slot]) {
         ours = false
       } else {
@@ -276,6 +289,11 @@ function configOf (agent) {
 // As undici's own setGlobalDispatcher() defines a slot.
 function define (slot, value) {
   Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: false })
+}
+
+// define(), false where the slot cannot be redefined (a frozen globalThis).
+function redefine (slot, value) {
+  return Reflect.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: false })
 }
 
 function warnNotGlobal (why = 'another dispatcher holds the slot') {
