@@ -99,6 +99,7 @@ function installHttp (resolved) {
   // that cannot be taken away (a frozen globalThis) serves instead.
   const serving = {}
   const read = new Set() // the slots a copy of undici read through our getter
+  let aside = false // undici 8 keeps its own dispatcher aside: see the getter
   let undone = false // after uninstall(), not being global is no news
 
   const build = () => {
@@ -162,6 +163,19 @@ function installHttp (resolved) {
     try {
       for (const slot of slots) {
         const get = () => {
+          // Frozen before undici 8 first read its slot: without io-hygiene
+          // that slot would be empty and unwritable, and each copy of undici
+          // 8 would keep its dispatcher aside (setGlobalDispatcher() and
+          // getGlobalDispatcher() then use that). An empty slot keeps that
+          // working. Undici 6 and 7 cannot load on a frozen globalThis
+          // without a dispatcher in theirs, so theirs is served.
+          if (slot === kCurrent && !read.has(slot) && (aside || !Object.getOwnPropertyDescriptor(globalThis, slot).configurable)) {
+            if (!aside) {
+              aside = true
+              notGlobal(READ_ONLY)
+            }
+            return undefined
+          }
           if (built === null) build()
           read.add(slot)
           return serving[slot]
@@ -221,7 +235,7 @@ function installHttp (resolved) {
       takeGetters()
       return ours
     }
-    let ours = true
+    let ours = !aside
     let stillServed = false
     // undici 8, reading the current slot, would have set both; undici 6 and
     // 7 set the legacy one only.
