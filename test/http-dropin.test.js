@@ -170,10 +170,67 @@ t.test('uninstall() leaves an empty global dispatcher slot empty again', async (
   t.same(await runFixture('http-empty-slot.js', 'handle'), {
     before: [false, false], answer: 'ok', global: true, uninstalled: true, after: [false, false], oursStays: false,
   }, 'only our handle used it: both slots absent, as before install()')
-  // Node 26's fetch (undici 8) sets both slots when it finds them empty;
-  // Node 22's and 24's (undici 6, 7) the legacy one only.
-  const after = Number(process.versions.node.split('.')[0]) >= 26 ? [true, true] : [false, true]
+  // What Node's fetch sets in empty slots without io-hygiene: both, but
+  // the legacy one only on Node 22 (undici 6).
+  const { after } = await runFixture('http-empty-slot.js', 'plain')
   t.same(await runFixture('http-empty-slot.js', 'fetch'), {
     before: [false, false], answer: 'ok', global: true, uninstalled: true, after, oursStays: false, fetchAfter: 'ok',
   }, 'Node\'s fetch read it while ours was there, and set no default of its own: undici\'s default is put back where it would have set it')
+  t.same(await runFixture('http-empty-slot.js', 'theirs-after'), {
+    before: [false, false], answer: 'ok', global: false, uninstalled: false, after: [true, true], oursStays: false, theirsStays: true,
+  }, 'undici set its own over ours: not ours to undo')
+})
+
+// Records each request's body at the server; answers `statuses` in turn, then 200.
+function recordBodies (server, statuses = []) {
+  const bodies = []
+  server.handler = (req, res) => {
+    const chunks = []
+    req.on('data', (chunk) => chunks.push(chunk))
+    req.on('end', () => {
+      bodies.push(Buffer.concat(chunks).toString())
+      res.writeHead(statuses[bodies.length - 1] ?? 200).end()
+    })
+  }
+  return bodies
+}
+
+async function * parts (...list) {
+  for (const part of list) yield part
+}
+
+t.test('on an application\'s dispatcher, with statusRetries, a streamed PUT answered 503 is sent whole again', async (t) => {
+  const { startHttpServer } = require('./helpers/http-server')
+  const server = await startHttpServer()
+  t.teardown(() => server.close())
+  const original = undici.getGlobalDispatcher()
+  const theirs = new undici.Agent({ connections: 4 })
+  undici.setGlobalDispatcher(theirs)
+  t.teardown(async () => {
+    ioHygiene.uninstall()
+    undici.setGlobalDispatcher(original)
+    await theirs.close()
+  })
+  const handle = ioHygiene.install({ dns: false, http: { statusRetries: true, retryBaseDelayMs: 1 } })
+  t.equal(handle.http.stats().composed, true)
+  const bodies = recordBodies(server, [503])
+  const res = await undici.request(server.url('/'), { method: 'PUT', body: parts('one|', 'two'), headers: { 'content-length': '7' } })
+  t.equal(res.statusCode, 200)
+  await res.body.dump()
+  t.same(bodies, ['one|two', 'one|two'])
+  // A POST is never sent again for a status: its body is not copied.
+  const post = await undici.request(server.url('/'), { method: 'POST', body: parts('x'), headers: { 'content-length': '1' } })
+  t.equal(post.statusCode, 200)
+  await post.body.dump()
+  t.same(bodies, ['one|two', 'one|two', 'x'])
+})
+
+t.test('with maxRetries: 0, a streamed body goes through untouched and is sent once', async (t) => {
+  const { server, handle } = await setup(t, { maxRetries: 0, statusRetries: true })
+  const bodies = recordBodies(server, [503])
+  const res = await undici.request(server.url('/'), { method: 'PUT', body: parts('a', 'b'), headers: { 'content-length': '2' } })
+  t.equal(res.statusCode, 503)
+  await res.body.dump()
+  t.same(bodies, ['ab'])
+  t.equal(handle.http.stats().retries.status, 0)
 })

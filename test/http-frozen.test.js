@@ -48,6 +48,12 @@ t.test('undo after a freeze: theirs is served again where it can be; where it ca
   t.same(await run('http-install-freeze'), {
     answers: 'ok ok', requests: node26 ? 0 : 1, global: false, restored: false, afterUninstall: 'ok ok', requestsAfter: 0, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'],
   }, 'our getter, which the freeze kept, serves the previous dispatcher')
+  // Loading undici 7 loads Node 26's own undici too (a fetch global it
+  // touches), which reads the current slot before the freeze.
+  t.same(await run('http-undici7-freeze'), node26
+    ? { answers: 'ok ok', requests: 2, global: true, restored: true, afterUninstall: 'ok ok', requestsAfter: 0, warnings: [] }
+    : { answers: 'ok ok', requests: 1, global: false, restored: false, afterUninstall: 'ok ok', requestsAfter: 0, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'] },
+  'undici read the slots before the freeze: the getters the freeze kept serve undici\'s default again')
   t.same(await run('undici-http-install-freeze'), {
     answers: 'ok ok', requests: 2, global: true, restored: false, afterUninstall: 'ok ok', requestsAfter: 2, warnings: [],
   }, 'a frozen slot keeps ours: undo says false and leaves it working')

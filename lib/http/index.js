@@ -67,6 +67,7 @@ const kCurrent = Symbol.for('undici.globalDispatcher.2')
 const kLegacy = Symbol.for('undici.globalDispatcher.1')
 const slots = [kCurrent, kLegacy]
 
+const NODE_UNDICI_MAJOR = Number(process.versions.undici?.split('.')[0])
 const NOT_GLOBAL = 'IO_HYGIENE_HTTP_NOT_GLOBAL'
 const READ_ONLY = 'its slot cannot be written (a frozen globalThis, say); undici keeps a dispatcher of its own'
 let warnedNotGlobal = false
@@ -237,9 +238,12 @@ function installHttp (resolved) {
     }
     let ours = !aside
     let stillServed = false
-    // undici 8, reading the current slot, would have set both; undici 6 and
-    // 7 set the legacy one only.
+    // What the reader would have set: undici 8 reads the current slot and
+    // sets both; undici 7 (Node 24's fetch) reads the legacy one and sets
+    // both; undici 6 (Node 22's) reads and sets the legacy one only. A
+    // reader of the legacy slot is taken to be Node's own fetch.
     if (read.has(kCurrent)) read.add(kLegacy)
+    if (read.has(kLegacy) && NODE_UNDICI_MAJOR >= 7) read.add(kCurrent)
     for (const slot of slots) {
       if (getters.has(slot)) {
         if (!getterIn(slot)) {

@@ -376,7 +376,6 @@ class SafeRequest {
   }
 
   #fail (err, now = clock()) {
-    if (this.#done) return // a body read that failed after the deadline
     this.#error = err
     this.#finish()
     const latency = this.#origin.latency
