@@ -48,6 +48,7 @@ t.test('undo after a freeze: theirs is served again where it can be; where it ca
   t.same(await run('http-install-freeze'), {
     answers: 'ok ok', requests: node26 ? 0 : 1, global: false, restored: false, afterUninstall: 'ok ok', requestsAfter: 0, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'],
   }, 'our getter, which the freeze kept, serves the previous dispatcher')
+  t.same(await run('http-freeze-unused'), { restored: true, global: true, warnings: [] }, 'never used: the getters a freeze kept stay, and would still make ours at first use')
   // Loading undici 7 loads Node 26's own undici too (a fetch global it
   // touches), which reads the current slot before the freeze.
   t.same(await run('http-undici7-freeze'), node26

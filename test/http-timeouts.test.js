@@ -104,16 +104,15 @@ t.test('the deadline also ends a request still waiting for a connection or a ret
 t.test('the deadline also ends a request whose streamed body stalls, and destroys the body', async (t) => {
   const { Readable } = require('node:stream')
   const { server, handle } = await setup(t, { requestTimeoutMs: 100 })
-  // A body that stalls after its first chunk: that chunk was sent as it came
-  // (a body is never held back to be copied), the deadline ends the request
-  // and the body is destroyed, as undici destroys it.
+  // A body that stalls after its first chunk: the deadline ends the request
+  // and the body is destroyed, as undici destroys it (that the chunk goes
+  // out as it comes is test/http-dropin.test.js's).
   const stalled = new Readable({ read () {} })
   stalled.push('half')
   const err = await undici.request(server.url('/'), { method: 'PUT', body: stalled, headers: { 'content-length': '8' } }).catch((err) => err)
   t.ok(err instanceof HeadersTimeoutError)
   await require('node:stream/promises').finished(stalled).catch(() => {})
   t.ok(stalled.destroyed)
-  t.equal(server.counts.requests, 1, 'its start was sent')
   t.equal(handle.http.stats().timeouts.deadline, 1)
   // A body that fails before the deadline fails the request with its error.
   const broken = new Readable({ read () { this.destroy(new Error('no body')) } })

@@ -67,7 +67,15 @@ const kCurrent = Symbol.for('undici.globalDispatcher.2')
 const kLegacy = Symbol.for('undici.globalDispatcher.1')
 const slots = [kCurrent, kLegacy]
 
-const NODE_UNDICI_MAJOR = Number(process.versions.undici?.split('.')[0])
+// What a copy of undici that found the slot it reads empty sets: undici 8
+// reads the current slot and sets both; undici 7 (Node 24's fetch) reads the
+// legacy one and sets both; undici 6 (Node 22's) reads and sets the legacy
+// one only. A reader of the legacy slot is taken to be Node's own fetch.
+const SET_BY_READER = {
+  [kCurrent]: slots,
+  [kLegacy]: slots.slice(Number(Number(process.versions.undici.split('.')[0]) < 7)),
+}
+
 const NOT_GLOBAL = 'IO_HYGIENE_HTTP_NOT_GLOBAL'
 const READ_ONLY = 'its slot cannot be written (a frozen globalThis, say); undici keeps a dispatcher of its own'
 let warnedNotGlobal = false
@@ -238,12 +246,8 @@ function installHttp (resolved) {
     }
     let ours = !aside
     let stillServed = false
-    // What the reader would have set: undici 8 reads the current slot and
-    // sets both; undici 7 (Node 24's fetch) reads the legacy one and sets
-    // both; undici 6 (Node 22's) reads and sets the legacy one only. A
-    // reader of the legacy slot is taken to be Node's own fetch.
-    if (read.has(kCurrent)) read.add(kLegacy)
-    if (read.has(kLegacy) && NODE_UNDICI_MAJOR >= 7) read.add(kCurrent)
+    // The slots the readers would have set themselves.
+    for (const slot of [...read]) for (const set of SET_BY_READER[slot]) read.add(set)
     for (const slot of slots) {
       if (getters.has(slot)) {
         if (!getterIn(slot)) {
