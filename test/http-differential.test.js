@@ -70,7 +70,8 @@ function makeBody (kind, client, r) {
     }
     case 'readable': return { body: Readable.from(parts.map((part) => Buffer.from(part))), headers: withLength }
     case 'formdata': {
-      const form = new undici.FormData()
+      // Node's own fetch takes Node's own FormData.
+      const form = client === 'global fetch' ? new FormData() : new undici.FormData()
       form.append('field', text)
       form.append('file', new Blob([text.slice(0, 100)]), 'f.txt')
       return { body: form, headers: {} }
@@ -83,7 +84,7 @@ function makeBody (kind, client, r) {
           else controller.close()
         },
       })
-      return { body: stream, headers: client === 'fetch' ? {} : withLength }
+      return { body: stream, headers: client.endsWith('fetch') ? {} : withLength }
     }
   }
   return { body: null, headers: {} }
@@ -93,6 +94,11 @@ function makeBody (kind, client, r) {
 async function send (client, url, method, body, headers, dispatcher) {
   const opts = { method, body, headers, ...(dispatcher ? { dispatcher } : {}) }
   try {
+    if (client === 'global fetch') {
+      // Its dispatcher is the global one: a fresh plain Agent, or ours.
+      const res = await fetch(url, { method, body, headers, duplex: 'half' })
+      return `${res.status} ${await res.text()}`
+    }
     if (client === 'fetch') {
       const res = await undici.fetch(url, { ...opts, duplex: 'half' })
       return `${res.status} ${await res.text()}`
@@ -120,7 +126,7 @@ t.test('the server sees what a plain Agent sends, and each caller gets what it g
   const origin = `http://127.0.0.1:${server.address().port}`
   let cases = 0
   const staleRetries = []
-  for (const client of ['fetch', 'request', 'stream']) {
+  for (const client of ['global fetch', 'fetch', 'request', 'stream']) {
     for (const kind of ['none', 'string', 'buffer', 'iterable', 'readable', 'formdata', 'webstream']) {
       for (const behaviour of ['ok', 'busy', 'reset', 'close']) {
         const method = kind === 'none' ? 'GET' : pick(['POST', 'PUT'])
@@ -135,7 +141,10 @@ t.test('the server sees what a plain Agent sends, and each caller gets what it g
           return { warm, outcome, records }
         }
         const plainAgent = new undici.Agent()
-        const plain = await run(plainAgent)
+        const before = undici.getGlobalDispatcher()
+        if (client === 'global fetch') undici.setGlobalDispatcher(plainAgent)
+        const plain = await run(client === 'global fetch' ? null : plainAgent)
+        undici.setGlobalDispatcher(before)
         await plainAgent.close()
         const installation = ioHygiene.install({ dns: false })
         const ours = await run(null)
@@ -157,7 +166,7 @@ t.test('the server sees what a plain Agent sends, and each caller gets what it g
       }
     }
   }
-  t.equal(cases, 84)
+  t.equal(cases, 112)
   t.comment(`sent again after a drop on a reused socket: ${staleRetries.join(', ') || 'none'}`)
   t.ok(staleRetries.includes('fetch GET none -> reset'), 'a GET dropped on a reused socket is one of them')
 })
