@@ -2,23 +2,37 @@
 
 // A frozen globalThis (hardened runtimes, undici's own
 // test/global-frozen.js): requests keep working, in either order, through
-// ours when it got the slot first and through undici's own when it did not.
+// ours when a copy of undici read its slot before the freeze, and through
+// undici's own when none did, as undici 8 keeps its dispatcher aside then.
 const t = require('tap')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { withWarnings } = require('./helpers/with-warnings')
 
 const fixture = path.join(__dirname, 'fixtures', 'http-frozen.js')
-const run = (mode) => new Promise((resolve, reject) => {
-  execFile(process.execPath, [fixture, mode], { env: withWarnings() }, (err, stdout, stderr) => {
+const run = (mode, file = fixture, args = []) => new Promise((resolve, reject) => {
+  execFile(process.execPath, [...args, file, mode], { env: withWarnings() }, (err, stdout, stderr) => {
     if (err) return reject(new Error(`${mode}: ${err.message} ${stderr}`))
     resolve(JSON.parse(stdout))
   })
 })
 
-t.test('install() then a freeze: requests go through ours', async (t) => {
-  t.same(await run('install-then-freeze'), { answers: 'ok ok', requests: 2, global: true, warnings: [] }, 'ours was made at first use, on the frozen globalThis')
+// Node 26's fetch is undici 8, which reads the slot that undici 8 keeps
+// aside on a frozen globalThis; Node 22's and 24's read the legacy one.
+const node26 = Number(process.versions.node.split('.')[0]) >= 26
+
+t.test('install() then a freeze: requests go through ours where undici read its slot before the freeze', async (t) => {
+  t.same(await run('install-then-freeze'), {
+    answers: 'ok ok', requests: node26 ? 0 : 1, global: false, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'],
+  }, 'no undici read it before the freeze: undici 8 keeps its own aside, Node 22\'s and 24\'s fetch get ours')
   t.same(await run('undici-install-freeze'), { answers: 'ok ok', requests: 2, global: true, warnings: [] }, 'undici loaded before install()')
+})
+
+t.test('undici 8\'s dispatcher set on a frozen globalThis is the one it returns, preloaded as plain', async (t) => {
+  const fallback = path.join(__dirname, 'fixtures', 'http-frozen-fallback.js')
+  const plain = await run('', fallback)
+  t.same(plain, { first: true, setA: 'ok', getsA: true, setB: 'ok', getsB: true })
+  t.same(await run('', fallback, ['--require', path.join(__dirname, '..', 'register.js')]), plain)
 })
 
 t.test('a freeze, then install(): undici\'s own dispatcher keeps working, and the warning says so', async (t) => {
@@ -32,8 +46,15 @@ t.test('a freeze, then install(): undici\'s own dispatcher keeps working, and th
 
 t.test('undo after a freeze: theirs is served again where it can be; where it cannot, ours stays open', async (t) => {
   t.same(await run('http-install-freeze'), {
-    answers: 'ok ok', requests: 2, global: true, restored: true, afterUninstall: 'ok ok', requestsAfter: 0, warnings: [],
+    answers: 'ok ok', requests: node26 ? 0 : 1, global: false, restored: false, afterUninstall: 'ok ok', requestsAfter: 0, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'],
   }, 'our getter, which the freeze kept, serves the previous dispatcher')
+  t.same(await run('http-freeze-unused'), { restored: true, global: true, warnings: [] }, 'never used: the getters a freeze kept stay, and would still make ours at first use')
+  // Loading undici 7 loads Node 26's own undici too (a fetch global it
+  // touches), which reads the current slot before the freeze.
+  t.same(await run('http-undici7-freeze'), node26
+    ? { answers: 'ok ok', requests: 2, global: true, restored: true, afterUninstall: 'ok ok', requestsAfter: 0, warnings: [] }
+    : { answers: 'ok ok', requests: 1, global: false, restored: false, afterUninstall: 'ok ok', requestsAfter: 0, warnings: ['IO_HYGIENE_HTTP_NOT_GLOBAL'] },
+  'undici read the slots before the freeze: the getters the freeze kept serve undici\'s default again')
   t.same(await run('undici-http-install-freeze'), {
     answers: 'ok ok', requests: 2, global: true, restored: false, afterUninstall: 'ok ok', requestsAfter: 2, warnings: [],
   }, 'a frozen slot keeps ours: undo says false and leaves it working')

@@ -230,8 +230,8 @@ t.test('a body longer than its content-length is never read past it', async (t) 
   t.equal(server.counts.requests, 0)
 })
 
-t.test('503 with Retry-After is honoured for a GET, never for a POST', async (t) => {
-  const { server, handle } = await setup(t)
+t.test('with statusRetries, 503 with Retry-After is honoured for a GET, never for a POST', async (t) => {
+  const { server, handle } = await setup(t, { statusRetries: true })
   let calls = 0
   let retryAfter = '1'
   server.handler = (req, res) => {
@@ -262,7 +262,7 @@ t.test('503 with Retry-After is honoured for a GET, never for a POST', async (t)
 })
 
 t.test('a Retry-After longer than maxRetryDelayMs returns the response; 429 without it backs off', async (t) => {
-  const { server, handle } = await setup(t, { maxRetryDelayMs: 500, retryBaseDelayMs: 10 })
+  const { server, handle } = await setup(t, { statusRetries: true, maxRetryDelayMs: 500, retryBaseDelayMs: 10 })
   let calls = 0
   const seen = {}
   server.handler = (req, res) => {
@@ -300,7 +300,7 @@ t.test('an idempotent request is retried on connect errors, a POST is not', asyn
 })
 
 t.test('the retry budget stops retries from multiplying an outage', async (t) => {
-  const { server, handle } = await setup(t, { retryBudgetMinPerSecond: 0, retryBudgetPercent: 10, retryBaseDelayMs: 1 })
+  const { server, handle } = await setup(t, { statusRetries: true, retryBudgetMinPerSecond: 0, retryBudgetPercent: 10, retryBaseDelayMs: 1 })
   server.handler = (req, res) => answer(req, res, 503)
   const refused = listen(t, 'budget')
   for (let i = 0; i < 20; i++) {
@@ -317,7 +317,7 @@ t.test('the retry budget stops retries from multiplying an outage', async (t) =>
 })
 
 t.test('an abort during the backoff ends the request at once', async (t) => {
-  const { server, handle } = await setup(t)
+  const { server, handle } = await setup(t, { statusRetries: true })
   server.handler = (req, res) => answer(req, res, 503, { 'retry-after': '5' })
   const controller = new AbortController()
   listen(t, 'retry', () => setImmediate(() => controller.abort()))
@@ -334,10 +334,10 @@ t.test('an abort during the backoff ends the request at once', async (t) => {
 
 // The caller awaits a retry's wait: a script whose only work left is that
 // request exits when its promise settles, never before.
-function runBackoffFixture (mode, url) {
+function runBackoffFixture (mode, url, env = {}) {
   const fixture = path.join(__dirname, 'fixtures', 'http-backoff-exit.js')
   return new Promise((resolve) => {
-    execFile(process.execPath, [fixture, mode, url], { timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [fixture, mode, url], { timeout: 60_000, env: { ...process.env, ...env } }, (err, stdout, stderr) => {
       resolve({ code: err?.code ?? 0, stdout: stdout.trim(), stderr })
     })
   })
@@ -351,13 +351,13 @@ t.test('a retry backoff after a refused connection keeps the process up until th
   t.equal(r.code, 1, 'the exit code the script set when its promise rejected')
 })
 
-t.test('a Retry-After wait keeps the process up until the retried request answers', async (t) => {
+t.test('a Retry-After wait (status retries on from the environment) keeps the process up until the retried request answers', async (t) => {
   const server = await startHttpServer()
   t.teardown(() => server.close())
   server.handler = (req, res) => server.counts.requests === 1
     ? answer(req, res, 503, { 'retry-after': '1' })
     : answer(req, res, 200)
-  const r = await runBackoffFixture('retry-after', server.url('/'))
+  const r = await runBackoffFixture('retry-after', server.url('/'), { IO_HYGIENE_HTTP_STATUS_RETRIES: '1' })
   t.equal(r.stdout, 'settled 200 after 1 retries', r.stderr)
   t.equal(r.code, 0)
   t.equal(server.counts.requests, 2)

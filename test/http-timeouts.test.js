@@ -87,7 +87,7 @@ t.test('a request with a signal of its own is left to it', async (t) => {
 })
 
 t.test('the deadline also ends a request still waiting for a connection or a retry', async (t) => {
-  const { server, handle } = await setup(t, { requestTimeoutMs: 200, connections: 1, retryBaseDelayMs: 1 })
+  const { server, handle } = await setup(t, { requestTimeoutMs: 200, connections: 1, retryBaseDelayMs: 1, statusRetries: true })
   server.handler = (req, res) => {
     if (req.url === '/busy') return res.writeHead(503, { 'retry-after': '5' }).end()
     // /hold keeps the only connection
@@ -101,18 +101,18 @@ t.test('the deadline also ends a request still waiting for a connection or a ret
   t.equal(handle.http.stats().retries.status, 1)
 })
 
-t.test('the deadline also covers reading a request body to replay it', async (t) => {
+t.test('the deadline also ends a request whose streamed body stalls, and destroys the body', async (t) => {
   const { Readable } = require('node:stream')
   const { server, handle } = await setup(t, { requestTimeoutMs: 100 })
-  // A body that stalls: the deadline ends the request, undici.request then
-  // destroys the body, and the read that failed changes nothing.
+  // A body that stalls after its first chunk: the deadline ends the request
+  // and the body is destroyed, as undici destroys it (that the chunk goes
+  // out as it comes is test/http-dropin.test.js's).
   const stalled = new Readable({ read () {} })
   stalled.push('half')
   const err = await undici.request(server.url('/'), { method: 'PUT', body: stalled, headers: { 'content-length': '8' } }).catch((err) => err)
   t.ok(err instanceof HeadersTimeoutError)
   await require('node:stream/promises').finished(stalled).catch(() => {})
   t.ok(stalled.destroyed)
-  t.equal(server.counts.requests, 0, 'it was not sent')
   t.equal(handle.http.stats().timeouts.deadline, 1)
   // A body that fails before the deadline fails the request with its error.
   const broken = new Readable({ read () { this.destroy(new Error('no body')) } })

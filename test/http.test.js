@@ -166,7 +166,7 @@ t.test('a large response flows with backpressure', async (t) => {
 })
 
 t.test('a handler of undici\'s own API dispatched on ours sees one controller for the whole request', async (t) => {
-  const { server, handle } = await setup(t)
+  const { server, handle } = await setup(t, { statusRetries: true })
   let calls = 0
   server.handler = (req, res) => {
     req.resume()

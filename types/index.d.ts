@@ -361,6 +361,8 @@ export interface HttpOptions {
   bodyTimeoutMs?: number
   /** A total deadline for requests without a signal of their own; null: none (the default). */
   requestTimeoutMs?: number | null
+  /** Retry idempotent requests answered 429, 502, 503 or 504: the server sees them again. Default false. */
+  statusRetries?: boolean
   /** Retries per request, all reasons together. Default 2. */
   maxRetries?: number
   /** First backoff ceiling (full jitter, doubling). Default 100. */
@@ -371,7 +373,7 @@ export interface HttpOptions {
   retryBudgetPercent?: number
   /** ...plus this many a second. Default 10. */
   retryBudgetMinPerSecond?: number
-  /** Stream and iterable bodies of a known length up to this are buffered so that they can be replayed. Default 65536. */
+  /** Stream and iterable bodies of a known length up to this are copied as they are sent, so that a retry can send them again. Default 65536. */
   maxReplayBodyBytes?: number
   /** Learn each origin's idle close and retire idle sockets before it. Default true. */
   learnIdleClose?: boolean

@@ -16,6 +16,7 @@ const spec = {
   headersTimeoutMs: { default: 30_000, check: timerMs(1) },
   bodyTimeoutMs: { default: 30_000, check: timerMs(1) },
   requestTimeoutMs: { default: null, check: nullable(timerMs(1)) },
+  statusRetries: { default: false, check: boolean() },
   maxRetries: { default: 2, check: integer(0, 10) },
   retryBaseDelayMs: { default: 100, check: timerMs(1) },
   maxRetryDelayMs: { default: 10_000, check: timerMs(1) },
@@ -66,6 +67,15 @@ const kCurrent = Symbol.for('undici.globalDispatcher.2')
 const kLegacy = Symbol.for('undici.globalDispatcher.1')
 const slots = [kCurrent, kLegacy]
 
+// What a copy of undici that found the slot it reads empty sets: undici 8
+// reads the current slot and sets both; undici 7 (Node 24's fetch) reads the
+// legacy one and sets both; undici 6 (Node 22's) reads and sets the legacy
+// one only. A reader of the legacy slot is taken to be Node's own fetch.
+const SET_BY_READER = {
+  [kCurrent]: slots,
+  [kLegacy]: slots.slice(Number(Number(process.versions.undici.split('.')[0]) < 7)),
+}
+
 const NOT_GLOBAL = 'IO_HYGIENE_HTTP_NOT_GLOBAL'
 const READ_ONLY = 'its slot cannot be written (a frozen globalThis, say); undici keeps a dispatcher of its own'
 let warnedNotGlobal = false
@@ -82,17 +92,23 @@ let warnedNotGlobal = false
 //   (in the legacy slot alone): left in place, with a warning.
 // Loading undici costs a service milliseconds of its start, so when nothing
 // has set a global dispatcher yet, ours is made on first use: each slot holds
-// a getter until someone reads one (Node's fetch, undici's index as it
-// loads, our handle). Returns { value, undo }.
+// a getter, which makes ours when someone reads it (Node's fetch, undici's
+// index as it loads) and then serves it. The getter stays, so that undo()
+// knows whether a copy of undici read the slot (and so set no default of
+// its own): a slot read gets undici's default Agent back, as that copy would
+// have put there; a slot nobody read is left empty, as it was. Returns
+// { value, undo }.
 function installHttp (resolved) {
   const stats = createStats()
   // { agent, dispatcher, values: { [slot]: ours }, previous: { [slot]: theirs }, composed }
   let built = null
   let lost = false // another dispatcher holds a slot: we could not take it
-  const getters = new Map() // slot -> our lazy getter, while in place
-  // What each getter returns once ours is made. A getter that cannot be
-  // taken away (globalThis was frozen after install()) keeps serving it.
+  const getters = new Map() // slot -> our getter, while in place
+  // What each getter returns once ours is made; after undo(), what a getter
+  // that cannot be taken away (a frozen globalThis) serves instead.
   const serving = {}
+  const read = new Set() // the slots a copy of undici read through our getter
+  let aside = false // undici 8 keeps its own dispatcher aside: see the getter
   let undone = false // after uninstall(), not being global is no news
 
   const build = () => {
@@ -135,11 +151,13 @@ function installHttp (resolved) {
     return built
   }
 
-  // Our getters come off all together, whichever slot was touched first;
-  // one that cannot (a frozen globalThis) stays and serves ours.
+  // Whether our getter is still in `slot`.
+  const getterIn = (slot) => getters.has(slot) && Object.getOwnPropertyDescriptor(globalThis, slot)?.get === getters.get(slot)
+  // Before ours is made, our getters come off all together, whichever slot
+  // was touched first; one that cannot (a frozen globalThis) stays.
   const takeGetters = () => {
-    for (const [slot, get] of getters) {
-      if (Object.getOwnPropertyDescriptor(globalThis, slot)?.get === get && !Reflect.deleteProperty(globalThis, slot)) continue
+    for (const slot of getters.keys()) {
+      if (getterIn(slot) && !Reflect.deleteProperty(globalThis, slot)) continue
       getters.delete(slot)
     }
   }
@@ -154,10 +172,21 @@ function installHttp (resolved) {
     try {
       for (const slot of slots) {
         const get = () => {
-          if (built === null) {
-            takeGetters()
-            build()
+          // Frozen before undici 8 first read its slot: without io-hygiene
+          // that slot would be empty and unwritable, and each copy of undici
+          // 8 would keep its dispatcher aside (setGlobalDispatcher() and
+          // getGlobalDispatcher() then use that). An empty slot keeps that
+          // working. Undici 6 and 7 cannot load on a frozen globalThis
+          // without a dispatcher in theirs, so theirs is served.
+          if (slot === kCurrent && !read.has(slot) && (aside || !Object.getOwnPropertyDescriptor(globalThis, slot).configurable)) {
+            if (!aside) {
+              aside = true
+              notGlobal(READ_ONLY)
+            }
+            return undefined
           }
+          if (built === null) build()
+          read.add(slot)
           return serving[slot]
         }
         getters.set(slot, get)
@@ -165,9 +194,11 @@ function installHttp (resolved) {
           configurable: true,
           enumerable: false,
           get,
-          // Someone set their own before ours was made: theirs stays.
+          // Someone set their own: theirs stays. Before ours was made, the
+          // other slot is left empty for its reader to fill.
           set (value) {
-            takeGetters()
+            if (built === null) takeGetters()
+            getters.delete(slot)
             Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: true })
             notGlobal()
           },
@@ -184,13 +215,11 @@ function installHttp (resolved) {
     /* c8 ignore stop */
   }
 
-  // Whether every slot holds ours, or our getter that makes it.
+  // Whether every slot holds ours, or our getter that makes or serves it.
   const isGlobal = () => {
     if (lost) return false
-    if (built === null) {
-      return slots.every((slot) => getters.has(slot) && Object.getOwnPropertyDescriptor(globalThis, slot)?.get === getters.get(slot))
-    }
-    return slots.every((slot) => globalThis[slot] === built.values[slot])
+    if (built === null) return slots.every(getterIn)
+    return slots.every((slot) => getters.has(slot) ? getterIn(slot) : globalThis[slot] === built.values[slot])
   }
   const verify = () => {
     const global = isGlobal()
@@ -201,7 +230,7 @@ function installHttp (resolved) {
   const value = {
     // Ours, made now if it was not yet; null if another took the slots first.
     get dispatcher () {
-      if (built === null && getters.size > 0) globalThis[kCurrent] // eslint-disable-line no-unused-expressions
+      if (built === null && getters.size > 0) build()
       verify()
       return built === null ? null : built.dispatcher
     },
@@ -215,12 +244,19 @@ function installHttp (resolved) {
       takeGetters()
       return ours
     }
-    let ours = true
+    let ours = !aside
     let stillServed = false
+    // The slots the readers would have set themselves.
+    for (const slot of [...read]) for (const set of SET_BY_READER[slot]) read.add(set)
     for (const slot of slots) {
       if (getters.has(slot)) {
-        // A getter that a frozen globalThis keeps: it serves theirs again.
-        serving[slot] = built.previous[slot]
+        if (!getterIn(slot)) {
+          ours = false // someone defined theirs over it
+        } else if (read.has(slot) ? !redefine(slot, built.previous[slot]) : !Reflect.deleteProperty(globalThis, slot)) {
+          // A getter that a frozen globalThis keeps: it serves theirs again.
+          serving[slot] = built.previous[slot]
+        }
+        getters.delete(slot)
       } else if (globalThis[slot] !== built.values[slot]) {
         ours = false
       } else {
@@ -275,6 +311,11 @@ function configOf (agent) {
 // As undici's own setGlobalDispatcher() defines a slot.
 function define (slot, value) {
   Object.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: false })
+}
+
+// define(), false where the slot cannot be redefined (a frozen globalThis).
+function redefine (slot, value) {
+  return Reflect.defineProperty(globalThis, slot, { value, writable: true, enumerable: false, configurable: false })
 }
 
 function warnNotGlobal (why = 'another dispatcher holds the slot') {

@@ -2,21 +2,23 @@
 
 const { errors: undiciErrors } = require('./undici')
 const { channels } = require('../core/diagnostics')
-const { isReplayable, isIterable, readBody } = require('./replayable-body')
+const { isReplayable, isIterable, BodyCopy } = require('./replayable-body')
 const { headerValue, headerList, parseRetryAfter } = require('./headers')
 const { ConnectionQueue } = require('./connection-queue')
 // Real time, whatever fake timers a test installs (lib/core/timers.js).
 const { setTimeout, clearTimeout, now: clock } = require('../core/timers')
 
-// The retries that are always safe, after Go's net/http
-// (Transport.shouldRetryRequest) and RFC 9110 section 9.2.2:
-// - staleSocket: a request that failed on a reused keep-alive socket before
-//   any byte of a response came back, when it is idempotent, carries an
-//   Idempotency-Key, or provably was not written (the socket took no byte of
-//   it). The server closed the socket as we wrote; the request never ran.
+// A request is sent again only where the server never saw it, after Go's
+// net/http (Transport.shouldRetryRequest) and RFC 9110 section 9.2.2:
+// - staleSocket (our own Agent only, whose sockets we see): a request that
+//   failed on a reused keep-alive socket before any byte of a response came
+//   back, when it is idempotent, carries an Idempotency-Key, or provably was
+//   not written (the socket took no byte of it). The server closed the
+//   socket as we wrote; the request never ran.
 // - connect: an idempotent request whose connection could not be made.
-// - status: an idempotent request answered 429, 502, 503 or 504, after
-//   Retry-After or a jittered exponential backoff.
+// - status, only with statusRetries: an idempotent request answered 429,
+//   502, 503 or 504, after Retry-After or a jittered exponential backoff.
+//   The server sees it again, so it is the application's choice.
 // Every retry needs a body that can be sent again and a token from the
 // origin's retry budget.
 const kAttempt = Symbol('io-hygiene.http.attempt')
@@ -93,6 +95,8 @@ class SafeRequest {
   #queue
   #controller = new Controller(this)
   #replayable = true
+  #copy = null // a streamed body's copy, while a retry may need it
+  #started = false // an attempt was started: its body may have been read
   #retries = 0
   #startedCaller = false
   #responded = false
@@ -130,18 +134,25 @@ class SafeRequest {
     }
     const body = this.#opts.body
     if (isReplayable(body)) return this.#send(this.#startedAt)
-    // A stream or async iterable (what fetch() hands on for every body) of a
-    // known small length is read first, so that it can be sent again.
+    // A stream or async iterable (what fetch() hands on for every body) is
+    // sent as it comes. One of a known small length is copied as it goes
+    // when a retry may follow its first byte; any other is sent again only
+    // if its attempt never started (a connection that could not be made),
+    // when undici has not read it.
+    this.#replayable = false
     const length = isIterable(body) ? Number(headerValue(this.#opts.headers, 'content-length')) : NaN
-    if (!(length <= maxReplayBodyBytes)) {
-      this.#replayable = false
-      return this.#send(this.#startedAt)
+    if (length <= maxReplayBodyBytes && this.#retriesAfterStart()) {
+      this.#copy = new BodyCopy(body, length, undiciErrors.RequestContentLengthMismatchError)
+      this.#replayable = true
     }
-    readBody(body, length, undiciErrors.RequestContentLengthMismatchError).then((buffer) => {
-      this.#opts.body = buffer
-      this.#resend()
-    }, (err) => this.#fail(err))
-    return true
+    return this.#send(this.#startedAt)
+  }
+
+  // Whether a retry may come after an attempt started writing.
+  #retriesAfterStart () {
+    if (this.#cfg.maxRetries === 0) return false
+    // On our own Agent, a stale socket; anywhere, a status, when asked for.
+    return this.#queue !== null || (this.#cfg.statusRetries && IDEMPOTENT.has(this.#opts.method))
   }
 
   // `now`: the dispatch's own clock read for a first try; a retry reads anew.
@@ -150,6 +161,7 @@ class SafeRequest {
     this.conn = null
     this.#socket = null
     this.#written = null
+    if (this.#copy !== null) this.#opts.body = this.#copy.attempt()
     if (this.#queue !== null) {
       this.#queue.delete(this) // a retry waits again, from now
       this.#queue.add(this, now)
@@ -174,6 +186,7 @@ class SafeRequest {
       return
     }
     this.attempt = controller
+    this.#started = true
     if (this.#queue !== null) {
       this.#queue.delete(this)
       // Our pool's client took this attempt and is writing it on its socket.
@@ -196,7 +209,7 @@ class SafeRequest {
 
   onResponseStart (controller, statusCode, headers, statusMessage) {
     if (headers.connection === 'close' && this.#socket !== null) this.#socket.closing = true
-    if (!this.#responded && RETRY_STATUS.has(statusCode)) {
+    if (this.#cfg.statusRetries && !this.#responded && RETRY_STATUS.has(statusCode)) {
       const delayMs = this.#statusRetryDelay(headers['retry-after'])
       if (delayMs !== null && this.#mayRetry('status', IDEMPOTENT.has(this.#opts.method))) {
         this.#retryAfterBody = { reason: 'status', delayMs, statusCode }
@@ -256,14 +269,9 @@ class SafeRequest {
     }
     if (!SOCKET_ERRORS.has(code)) return null
     const keyed = () => headerValue(this.#opts.headers, 'idempotency-key') !== undefined
-    if (this.#queue === null) {
-      // An application's dispatcher: which socket failed, and whether it
-      // was reused or took any byte, is unknown. A socket error before any
-      // response byte is retried only where any retry is safe, as undici's
-      // RetryAgent does.
-      if (!this.#mayRetry('staleSocket', idempotent || keyed())) return null
-      return { reason: 'staleSocket', delayMs: 0, error: err }
-    }
+    // An application's dispatcher: which socket failed, and whether it was
+    // reused or took any byte, is unknown; the server may have run it.
+    if (this.#queue === null) return null
     const s = this.#written
     if (this.#idleMs < 0 || s.socket.bytesRead !== this.#bytesRead) return null
     // A reused socket failed before any response byte: the server closed it
@@ -275,7 +283,7 @@ class SafeRequest {
   }
 
   #mayRetry (reason, safe) {
-    if (!safe || !this.#replayable || this.#retries >= this.#cfg.maxRetries) return false
+    if (!safe || (this.#started && !this.#replayable) || this.#retries >= this.#cfg.maxRetries) return false
     if (this.#origin.budget.tryRetry(clock())) return true
     this.#stats.budgetRefusals++
     if (channels.httpBudget.hasSubscribers) {
@@ -355,6 +363,7 @@ class SafeRequest {
 
   #finish () {
     this.#done = true
+    this.#copy?.settle()
     this.#queue?.delete(this)
     if (this.#timer !== null) {
       clearTimeout(this.#timer)
@@ -367,7 +376,6 @@ class SafeRequest {
   }
 
   #fail (err, now = clock()) {
-    if (this.#done) return // a body read that failed after the deadline
     this.#error = err
     this.#finish()
     const latency = this.#origin.latency
