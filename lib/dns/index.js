@@ -108,7 +108,11 @@ function installDns (resolved) {
   const undoPromise = wrap(dns.promises, 'lookup', () => cache.lookupAsync)
   syncBuiltinESMExports()
   setSlot(kServing, cache)
+  // The addresses dns.lookup gives out are the ones sockets connect to: a
+  // failed connection tells the cache its answer may be out of date.
+  const unwatch = require('./connect-failures').watchConnectFailures(cache)
   function undo () {
+    unwatch()
     if (getSlot(kServing) === cache) deleteSlot(kServing)
     // A closed cache passes every call to the original, so a wrapper that
     // someone else still holds behaves as if we were gone.
