@@ -10,6 +10,8 @@
 const t = require('tap')
 const http = require('node:http')
 const net = require('node:net')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
 const ioHygiene = require('..')
 const { startDnsServer } = require('./helpers/dns-server')
 const { startHttpServer } = require('./helpers/http-server')
@@ -92,6 +94,36 @@ t.test('fetch() after the endpoint moved gets the new address through its connec
   t.match(handle.dns.stats(), { connectFailures: 1, requeries: 1 })
   t.equal(await (await fetch(url)).text(), 'after', 'and so does every request after it')
   t.equal(dns.count(NAME, 'A'), 2, 'the first answer, and the one the refused connection asked for')
+})
+
+t.test('a connect timeout to the old address (it drops the handshake) moves fetch() on to the new one too', async (t) => {
+  const dns = await dnsServer(t)
+  // The old address: a server that no longer accepts, its queue filled
+  // (backlog 1: the kernel holds two), so the next handshake gets no answer.
+  const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'unaccepting-server.js')], { stdio: ['ignore', 'pipe', 'inherit'] })
+  // Its loop is blocked: only SIGKILL is not left to a handler that never runs.
+  t.teardown(() => child.kill('SIGKILL'))
+  const port = Number(await new Promise((resolve) => child.stdout.once('data', resolve)))
+  const after = await startHttpServer({ address: NEW, port })
+  t.teardown(() => after.close())
+  after.handler = (req, res) => res.end('after')
+  const handle = ioHygiene.install({ dns: { servers: [dns.server], hostsFile: null }, http: { connectTimeoutMs: 200 } })
+  // Connections by name, as fetch() makes them: the cache holds the old
+  // address, and the old server's queue is full.
+  const fill = []
+  t.teardown(() => fill.forEach((s) => s.destroy()))
+  for (let i = 0; i < 2; i++) {
+    const socket = net.connect(port, NAME)
+    fill.push(socket)
+    await new Promise((resolve) => socket.once('connect', resolve))
+    t.equal(socket.remoteAddress, OLD)
+  }
+  dns.set(NAME, { a: [NEW], ttl: HOUR_S })
+
+  const res = await fetch(`http://${NAME}:${port}/`)
+  t.equal(await res.text(), 'after', 'the retry connected to the new address')
+  t.equal(handle.http.stats().timeouts.connect, 1, 'after one connect timeout')
+  t.match(handle.dns.stats(), { connectFailures: 1, requeries: 1 })
 })
 
 t.test('plain http.get(): after one refused connection, the next request asks DNS again', async (t) => {
