@@ -68,9 +68,9 @@ function get (url) {
   })
 }
 
-function connect (port) {
+function connect (port, host = NAME) {
   return new Promise((resolve) => {
-    const socket = net.connect(port, NAME)
+    const socket = net.connect(port, host)
     socket.on('connect', () => {
       socket.destroy()
       resolve({ connected: true })
@@ -154,6 +154,7 @@ t.test('an address that stays the answer and keeps refusing costs one resolution
   t.same(new Set(burst.map((r) => `${r.code} ${r.address}`)), new Set([`ECONNREFUSED ${OLD}`]), 'every attempt went to the address DNS still gives')
   t.equal(dns.count(NAME, 'A'), 2, 'one resolution for the first answer, one for the first refusal, none for the 15 after it')
   t.match(handle.dns.stats(), { connectFailures: 16, requeries: 1 })
+  t.match(await connect(port, 'gone.test'), { connected: false, code: 'ENOTFOUND' }, 'a name that does not resolve makes no attempt to report')
 
   const server = await startHttpServer({ address: OLD, port })
   t.teardown(() => server.close())

@@ -29,7 +29,7 @@ function watchConnectFailures (cache) {
   const onSocket = ({ socket }) => socket.once('lookup', onLookup)
 
   function onLookup (err, address, family, host) {
-    if (err || typeof host !== 'string') return
+    if (err) return // no address, so no attempt
     const socket = this
     let attempt = null // the address being connected to, until it answers
     socket.on('connectionAttempt', (address) => { attempt = address })
