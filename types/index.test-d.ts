@@ -34,6 +34,8 @@ expectError(install({ http: { requestTimeoutMs: '5s' } }))
 const cache = createDnsCache({ minTtlMs: 0 })
 expectType<DnsStats>(cache.stats())
 expectType<number>(cache.stats().searchLearned)
+expectType<number>(cache.stats().requeries)
+expectType<boolean>(cache.connectFailed('api.internal', '10.0.0.7'))
 cache.lookup('example.test', (err, address, family) => {
   expectType<NodeJS.ErrnoException | null>(err)
   expectType<string>(address)
