@@ -146,14 +146,17 @@ t.test('an address that stays the answer and keeps refusing costs one resolution
   const port = await deadPort()
   const handle = ioHygiene.install({ dns: { servers: [dns.server], hostsFile: null, minTtlMs: HOUR_S * 1000, maxTtlMs: HOUR_S * 1000 }, http: false })
 
+  // The cache's first answer: sockets are watched from then on (this one's
+  // answer is as new as a re-resolution's would be).
   t.match(await connect(port), { connected: false, code: 'ECONNREFUSED', address: OLD })
-  // The resolution it caused may still be in flight: these wait for it,
-  // then keep meeting the same refusal.
+  t.match(handle.dns.stats(), { connectFailures: 0, requeries: 0 })
+  // The first of these resolves the name again; the others wait for that
+  // answer or come after it, and keep meeting the same refusal.
   const burst = await Promise.all(Array.from({ length: 10 }, () => connect(port)))
   for (let i = 0; i < 5; i++) burst.push(await connect(port))
   t.same(new Set(burst.map((r) => `${r.code} ${r.address}`)), new Set([`ECONNREFUSED ${OLD}`]), 'every attempt went to the address DNS still gives')
-  t.equal(dns.count(NAME, 'A'), 2, 'one resolution for the first answer, one for the first refusal, none for the 15 after it')
-  t.match(handle.dns.stats(), { connectFailures: 16, requeries: 1 })
+  t.equal(dns.count(NAME, 'A'), 2, 'one resolution for the first answer, one for the refusals, however many')
+  t.match(handle.dns.stats(), { connectFailures: 15, requeries: 1 })
   t.match(await connect(port, 'gone.test'), { connected: false, code: 'ENOTFOUND' }, 'a name that does not resolve makes no attempt to report')
 
   const server = await startHttpServer({ address: OLD, port })
@@ -194,4 +197,21 @@ t.test('connectFailed(): when the new resolution fails, the waiting lookups get 
   t.equal(cache.connectFailed(NAME, 1), false, 'an address that is not a string is not ours')
   cache.close()
   t.equal(cache.connectFailed(NAME, OLD), false, 'a closed cache does nothing')
+})
+
+t.test('sockets are watched from the installed cache\'s first answer until uninstall(); a cache of createDnsCache() never watches them', async (t) => {
+  const dns = await dnsServer(t)
+  const channel = require('node:diagnostics_channel').channel('net.client.socket')
+  t.equal(channel.hasSubscribers, false, 'nobody watches before')
+  const { cache, lookup } = await cacheWithServer(t)
+  await lookup('missing.test').catch(() => {})
+  t.equal(channel.hasSubscribers, false, 'not for a cache that dns.lookup does not answer from')
+  cache.close()
+
+  ioHygiene.install({ dns: { servers: [dns.server], hostsFile: null }, http: false })
+  t.equal(channel.hasSubscribers, false, 'nothing to doubt before the first answer')
+  await require('node:dns').promises.lookup(NAME)
+  t.equal(channel.hasSubscribers, true, 'watched once an address was given out')
+  ioHygiene.uninstall()
+  t.equal(channel.hasSubscribers, false, 'and no longer after uninstall()')
 })

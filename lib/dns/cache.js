@@ -63,6 +63,8 @@ class DnsCache {
   #timer = null
   #expiry = null // made with the LRU: nothing expires before a first answer
   #closed = false
+  #watchConnects
+  #unwatch = null
   #counters = {
     hits: 0,
     misses: 0,
@@ -90,9 +92,10 @@ class DnsCache {
   #hitLatency = null
   #latency = null
 
-  constructor (options, systemLookup) {
+  constructor (options, systemLookup, watchConnects = false) {
     this.#options = options
     this.#systemLookup = systemLookup
+    this.#watchConnects = watchConnects
   }
 
   get closed () {
@@ -293,6 +296,10 @@ class DnsCache {
       this.#expiry = new (require('./expiry').Expiry)()
       this.#timer = setInterval(() => this.#sweep(), this.#options.sweepIntervalMs)
       this.#timer.unref()
+      // Failed connections matter once there is an answer to doubt: the
+      // socket whose lookup is this first one is not watched, and its answer
+      // is as new as any re-resolution's would be.
+      if (this.#watchConnects) this.#unwatch = require('./connect-failures').watchConnectFailures(this)
     }
     return this.#lru
   }
@@ -376,6 +383,8 @@ class DnsCache {
 
   close () {
     this.#closed = true
+    this.#unwatch?.()
+    this.#unwatch = null
     clearInterval(this.#timer)
     this.clear()
   }
