@@ -76,6 +76,10 @@ export interface DnsStats {
   searchTries: number
   /** Names learned as answered through a search domain. */
   searchLearned: number
+  /** Failed connections (refused, unreachable, timed out) to an address the cache gave out. */
+  connectFailures: number
+  /** Resolutions those failures started: at most one per entry per minTtlMs. */
+  requeries: number
   /** upstreamLookups + ttlQueries + refreshQueries. */
   upstreamQueries: number
   errors: Record<string, number>
@@ -105,6 +109,13 @@ export interface DnsCache {
   readonly lookupAsync: LookupAsyncFunction
   readonly closed: boolean
   stats(): DnsStats
+  /**
+   * A connection to `address`, which the cache gave out for `hostname`, could
+   * not be made: the name is resolved again before the address is handed out
+   * again (at most once per minTtlMs). Returns whether a resolution started or
+   * was joined. The installed cache learns of failed connections by itself.
+   */
+  connectFailed(hostname: string, address: string): boolean
   clear(): void
   close(): void
 }

@@ -35,6 +35,8 @@ expectError(install({ http: { statusRetries: 'yes' } }))
 const cache = createDnsCache({ minTtlMs: 0 })
 expectType<DnsStats>(cache.stats())
 expectType<number>(cache.stats().searchLearned)
+expectType<number>(cache.stats().requeries)
+expectType<boolean>(cache.connectFailed('api.internal', '10.0.0.7'))
 cache.lookup('example.test', (err, address, family) => {
   expectType<NodeJS.ErrnoException | null>(err)
   expectType<string>(address)

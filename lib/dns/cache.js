@@ -32,6 +32,7 @@ class Entry {
   waiters = null // callers of the first resolution, while it is in flight
   route = null // the name DNS answers for it, once learned (upstream.js)
   ttlMs = 0 // how long its answer was last kept fresh
+  requeryAt = 0 // a failed connection re-resolves it no sooner than this
 }
 
 // A caller waiting for a resolution, answered in the async context of its own
@@ -62,6 +63,8 @@ class DnsCache {
   #timer = null
   #expiry = null // made with the LRU: nothing expires before a first answer
   #closed = false
+  #watchConnects
+  #unwatch = null
   #counters = {
     hits: 0,
     misses: 0,
@@ -74,6 +77,8 @@ class DnsCache {
     ttlQueries: 0,
     refreshQueries: 0,
     refreshesKept: 0,
+    connectFailures: 0,
+    requeries: 0,
     searchTries: 0,
     searchLearned: 0,
   }
@@ -87,9 +92,10 @@ class DnsCache {
   #hitLatency = null
   #latency = null
 
-  constructor (options, systemLookup) {
+  constructor (options, systemLookup, watchConnects = false) {
     this.#options = options
     this.#systemLookup = systemLookup
+    this.#watchConnects = watchConnects
   }
 
   get closed () {
@@ -177,6 +183,49 @@ class DnsCache {
     if (!entry.refreshing) this.#fetch(hostname, slot, entry, now)
   }
 
+  // A connection to `address`, which the cache gave out for `hostname`,
+  // could not be made: the name may have moved (a redeployed upstream's old
+  // address refuses or drops connections while its record's TTL runs). Each
+  // entry of the name whose answer holds the address is resolved again now,
+  // and lookups wait for that answer instead of getting the dead address
+  // (merged into the one resolution; if it fails, serve-stale gives them the
+  // old answer, as any refresh would). At most once per entry per minTtlMs,
+  // the cache's floor between two resolutions of a name: a name that still
+  // answers the same address costs one resolution per minTtlMs however many
+  // connections fail. Returns whether a resolution started or was joined.
+  connectFailed (hostname, address) {
+    if (this.#closed || this.#lru === null || typeof hostname !== 'string' || typeof address !== 'string') return false
+    const record = this.#lru.peek(foldAscii(hostname))
+    if (record === undefined) return false
+    let now = 0
+    let counted = false
+    let requeried = false
+    for (let slot = 0; slot < SLOTS; slot++) {
+      const entry = record[slot]
+      // An entry without an answer (a first resolution in flight, an error)
+      // gave nothing out.
+      if (entry === undefined || entry.answer === null || !holds(entry.answer, address)) continue
+      if (!counted) {
+        counted = true
+        this.#counters.connectFailures++
+        now = performance.now()
+      }
+      if (entry.waiters !== null) {
+        requeried = true // already waiting for a new answer
+        continue
+      }
+      if (now < entry.requeryAt) continue
+      entry.requeryAt = now + this.#options.minTtlMs
+      this.#counters.requeries++
+      requeried = true
+      this.#expiry.cancel(entry)
+      entry.waiters = []
+      // A refresh in flight answers them: one resolution per entry.
+      if (!entry.refreshing) this.#fetch(hostname, slot, entry, now)
+    }
+    return requeried
+  }
+
   // `started` is the clock as the slow path read it: the resolution's latency
   // is measured from there to the clock read its answer makes.
   #fetch (hostname, slot, entry, started) {
@@ -247,6 +296,10 @@ class DnsCache {
       this.#expiry = new (require('./expiry').Expiry)()
       this.#timer = setInterval(() => this.#sweep(), this.#options.sweepIntervalMs)
       this.#timer.unref()
+      // Failed connections matter once there is an answer to doubt: the
+      // socket whose lookup is this first one is not watched, and its answer
+      // is as new as any re-resolution's would be.
+      if (this.#watchConnects) this.#unwatch = require('./connect-failures').watchConnectFailures(this)
     }
     return this.#lru
   }
@@ -330,9 +383,16 @@ class DnsCache {
 
   close () {
     this.#closed = true
+    this.#unwatch?.()
+    this.#unwatch = null
     clearInterval(this.#timer)
     this.clear()
   }
+}
+
+function holds (answer, address) {
+  for (let i = 0; i < answer.length; i++) if (answer[i].address === address) return true
+  return false
 }
 
 // `name` with ASCII letters in lower case, and nothing else changed.

@@ -81,9 +81,12 @@ function check (resolved, where) {
 // use, from whatever dns.promises.lookup is then (install() uses it at once):
 // reading dns.promises loads Node's promise resolver, which a cache used only
 // with callbacks (statsd's) never needs.
-function build (resolved) {
+// `installed`: the cache answers dns.lookup, so sockets connect to the
+// addresses it gives out, and a failed connection tells it its answer may be
+// out of date (connect-failures.js).
+function build (resolved, installed = false) {
   const systemLookup = originalOf(dns.lookup)
-  const cache = new DnsCache(resolved, systemLookup)
+  const cache = new DnsCache(resolved, systemLookup, installed)
   cache.lookup = createLookup(cache, systemLookup)
   let lookupAsync = null
   return Object.defineProperty(cache, 'lookupAsync', {
@@ -103,7 +106,7 @@ function currentCache () {
 
 // Replaces dns.lookup and dns.promises.lookup; returns { value, undo }.
 function installDns (resolved) {
-  const cache = build(resolved)
+  const cache = build(resolved, true)
   const undoLookup = wrap(dns, 'lookup', () => cache.lookup)
   const undoPromise = wrap(dns.promises, 'lookup', () => cache.lookupAsync)
   syncBuiltinESMExports()

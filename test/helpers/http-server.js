@@ -13,7 +13,9 @@ const http = require('node:http')
 // idleCloseMs closes a keep-alive socket that stayed idle that long after a
 // response, the way Node, Apache or a load balancer do, but without the
 // `Keep-Alive: timeout=` hint (Node's own server.keepAliveTimeout sends one).
-async function startHttpServer ({ idleCloseMs = null, hostname = 'localhost' } = {}) {
+// `address` and `port`: where it listens (127.0.0.2 and 127.0.0.3 are loopback
+// too: two servers on one port stand for an endpoint before and after a move).
+async function startHttpServer ({ idleCloseMs = null, hostname = 'localhost', address = '127.0.0.1', port = 0 } = {}) {
   const counts = { connections: 0, open: 0, peakOpen: 0, requests: 0, idleCloses: 0 }
   const sockets = new Set()
   const server = http.createServer({ keepAliveTimeout: 0, requestTimeout: 0, headersTimeout: 0 })
@@ -64,7 +66,7 @@ async function startHttpServer ({ idleCloseMs = null, hostname = 'localhost' } =
     self.handler(req, res)
   })
 
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  await new Promise((resolve) => server.listen(port, address, resolve))
   self.port = server.address().port
   return self
 }
