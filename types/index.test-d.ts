@@ -67,6 +67,7 @@ createStatsd({ maxBufferSize: null })
 declare const kafkajsProducer: import('kafkajs').Producer
 const producer = wrapProducer(kafkajsProducer, { lingerMs: 5, maxBatchItems: 500 })
 expectType<'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'>(producer.stats().kafkajsPatch)
+expectType<boolean>(producer.stats().batching)
 expectType<number>(producer.stats().retried)
 install({ kafkajs: false })
 expectType<Promise<RecordMetadata[]>>(producer.send({ topic: 't', messages: [{ value: 'v' }] }))

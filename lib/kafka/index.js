@@ -81,6 +81,9 @@ function requestGroup (acks, timeout, compression) {
   return { key: `${acks}|${timeout}|${compression}`, acks, timeout, compression }
 }
 
+// The batcher's bound on batches in flight: calls, for a producer sent per call.
+const MAX_CALLS_IN_FLIGHT = 1_000
+
 // Indexed by acks + 1 (acks is -1, 0 or 1).
 const PLAIN_REQUESTS = [-1, 0, 1].map((acks) => requestGroup(acks, undefined, undefined))
 
@@ -125,14 +128,21 @@ class WrappedProducer {
   #kicked = false // a send found the producer idle and asked for a flush
   #maxBatchBytes
   #lastTopic = null
+  // A producer of a kafkajs not corrected (loaded before io-hygiene, a copy
+  // it did not find, IO_HYGIENE_KAFKAJS=0): its retry can acknowledge the
+  // unwritten messages of a request that spans brokers, so each call goes in
+  // a request of its own, as kafkajs sends it, never merged with another's.
+  #perCall
+  #calls = 0
   // copyMessage()'s answer of a record's size, reused.
   #size = { bytes: 0 }
   // Messages the batcher counts as flushed that reject (Unwritten): stats()
   // counts them as rejected.
   #unwritten = 0
 
-  constructor (producer, options) {
+  constructor (producer, options, corrected) {
     this.#producer = producer
+    this.#perCall = !corrected
     this.#maxBatchBytes = options.maxBatchBytes
     this.#idempotent = typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true
     this.events = producer.events
@@ -143,6 +153,8 @@ class WrappedProducer {
     // anything newer), and the idempotent producer's sequence numbers stay
     // valid: kafkajs rolls them back on a failed request, so a retry reuses
     // them and the broker drops a copy it already wrote.
+    // Per call: each call its own group, sent at once, as many in flight as
+    // the batcher allows (kafkajs itself bounds none).
     this.#batcher = createBatcher({
       ...queueOptions(options),
       name: 'kafka',
@@ -150,8 +162,8 @@ class WrappedProducer {
       // Lingering applies to messages that arrive while a request is in
       // flight; one that arrives when nothing is in flight is sent at once
       // (see #enqueue), so an idle service pays no linger.
-      flushWhenIdle: false,
-      concurrency: 1,
+      flushWhenIdle: this.#perCall,
+      concurrency: this.#perCall ? MAX_CALLS_IN_FLIGHT : 1,
       sizeOf,
       groupOf,
       isRetriable,
@@ -195,13 +207,16 @@ class WrappedProducer {
     return this.#batcher.flush(options)
   }
 
-  // The batcher's counters, and whether kafkajs's producer runs with the
-  // corrected grouping and retry ('patched'), or why not.
+  // The batcher's counters, whether kafkajs's producer runs with the
+  // corrected grouping and retry ('patched'), or why not, and whether calls
+  // are batched.
   stats () {
     const stats = this.#batcher.stats()
     stats.flushed -= this.#unwritten
     stats.rejected += this.#unwritten
     stats.kafkajsPatch = kafkajsPatchStatus()
+    // Whether calls share requests (false: each call is sent as kafkajs sends it).
+    stats.batching = !this.#perCall
     return stats
   }
 
@@ -257,7 +272,7 @@ class WrappedProducer {
     if (acks !== -1 && this.#idempotent) {
       return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, 'the idempotent producer needs acks=-1 (the kafkajs default)'))
     }
-    const request = this.#requestOf(acks, timeout, compression)
+    const request = this.#perCall ? { key: ++this.#calls, acks, timeout, compression } : this.#requestOf(acks, timeout, compression)
     // The usual call is one message: its record goes to the batcher alone,
     // and an array is made only for a second one.
     let first = null
@@ -306,7 +321,7 @@ class WrappedProducer {
     const pending = items === null
       ? this.#batcher.push(first).then(settledOne, (error) => this.#rejectOne(error, first))
       : Promise.allSettled(this.#batcher.pushAll(items)).then((outcomes) => this.#settleCall(outcomes, items))
-    if (!this.#busy && !this.#kicked) {
+    if (!this.#busy && !this.#kicked && !this.#perCall) {
       // Nothing in flight: flush now. The batch is cut in a microtask, so the
       // rest of a synchronous burst (or of the callers a batch just released)
       // still joins it. flush() without a timeout never rejects.
@@ -546,8 +561,7 @@ function wrapProducer (producer, options) {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
   }
   ensureKafkajsPatch()
-  checkProducer(producer)
-  return new WrappedProducer(producer, resolved)
+  return new WrappedProducer(producer, resolved, checkProducer(producer))
 }
 
 module.exports = { spec, wrapProducer, isRetriable }

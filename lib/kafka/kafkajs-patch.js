@@ -494,19 +494,20 @@ function remembering (s, createSendMessages) {
   }
 }
 
-// wrapProducer()'s check: a producer made by a kafkajs that is not corrected
-// keeps the retry that can acknowledge unwritten messages; said once, loudly,
-// unless the operator turned the patch off.
+// wrapProducer()'s check: whether the producer was made by a corrected
+// kafkajs. One that was not keeps the retry that can acknowledge unwritten
+// messages of a call spanning brokers, so wrapProducer() never merges calls
+// for it; said once, unless the operator turned the patch off.
 function checkProducer (producer) {
   const s = state()
-  if (s.status === 'off') return
   kafkajsPatchStatus()
   let logger
   try {
     logger = producer.logger()
   } catch {}
-  if (s.loggers.has(logger)) return
-  warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): its retry can acknowledge unwritten messages on a cluster. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
+  if (s.loggers.has(logger)) return true
+  if (s.status !== 'off') warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): it sends each call as kafkajs does, in a request of its own, without batching. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
+  return false
 }
 
 // kafkajs's own export of a file whose require.cache entry is ours, loaded
