@@ -118,7 +118,8 @@ async function readAll (kafka, topic, count) {
           for (const [name, value] of Object.entries(message.headers)) {
             headers[name] = Array.isArray(value) ? value.map((v) => v.toString('hex')) : [value.toString('hex')]
           }
-          out.push({ key: message.key?.toString('hex') ?? null, value: message.value?.toString('hex') ?? null, headers, timestamp: Number(message.timestamp) })
+          // The timestamp as kafkajs reads it, a string: exact past 2^53.
+          out.push({ key: message.key?.toString('hex') ?? null, value: message.value?.toString('hex') ?? null, headers, timestamp: message.timestamp })
           if (out.length === count) resolve()
         },
       })
@@ -248,5 +249,49 @@ t.test('by default, every message a default broker accepts is sent (alone if it 
     t.equal(ours.ok, accepted, `the wrapper: a value of ${n} bytes ${accepted ? 'written' : 'refused'}`)
     if (!accepted) t.match(ours.error, { code: 'ERR_IO_HYGIENE_ITEM_TOO_LARGE', written: false })
     t.equal((await Promise.allSettled(small)).filter((o) => o.status === 'rejected').length, 0, 'every small call written')
+  }
+})
+
+// kafkajs writes each record's timestamp as a difference from its batch's
+// first, in floating point: a timestamp past 2^53 beside others shifted them.
+t.test('each record has the timestamp its own caller gave, whatever another caller in the batch gave', async (t) => {
+  const plainKafka = new Plain.Kafka({ clientId: 'plain', brokers: broker.brokers, logLevel: Plain.logLevel.NOTHING })
+  const kafka = new Kafka({ clientId: 'wrapped', brokers: broker.brokers, logLevel: logLevel.NOTHING })
+  const admin = kafka.admin()
+  await admin.connect()
+  t.teardown(() => admin.disconnect())
+  const [plainTopic, wrappedTopic] = ['plain', 'wrapped'].map((name) => `diff-ts-${name}-${process.pid}`)
+  await admin.createTopics({ topics: [plainTopic, wrappedTopic].map((topic) => ({ topic, numPartitions: 1 })), waitForLeaders: true })
+  const base = 1_600_000_000_123
+  const timestamps = [
+    base, 2 ** 60, base + 1, String(2n ** 60n), base + 2, 1_600_000_000_123_456_789n, String(1_600_000_000_123_456_789n),
+    undefined, String(-(2n ** 61n)), -(2 ** 61), base + 3, 2 ** 52, 2 ** 52 + 1, 2 ** 53 - 1, -(2 ** 53 - 1), '0', -5, NOW,
+    String(2n ** 63n - 1n), String(-(2n ** 63n)), base + 4,
+  ]
+  const messages = timestamps.map((timestamp, i) => timestamp === undefined ? { value: `m${i}` } : { value: `m${i}`, timestamp })
+  // Plain kafkajs: each message in a call of its own.
+  const plain = plainKafka.producer()
+  await plain.connect()
+  const expected = []
+  for (const message of messages) expected.push((await outcomeOf(plain.send({ topic: plainTopic, messages: [message] }))).ok)
+  await plain.disconnect()
+  // The wrapper: all at once, so that they share a batch.
+  const raw = kafka.producer()
+  await raw.connect()
+  const producer = wrapProducer(raw, { flushOnSignals: false })
+  t.teardown(() => producer.disconnect())
+  const outcomes = await Promise.all(messages.map((message) => outcomeOf(producer.send({ topic: wrappedTopic, messages: [message] }))))
+  t.same(outcomes.map((o) => o.ok), expected, 'each call written or refused as plain kafkajs')
+  const written = expected.filter(Boolean).length
+  const [plainRecords, wrappedRecords] = await Promise.all([readAll(kafka, plainTopic, written), readAll(kafka, wrappedTopic, written)])
+  const byValue = (records) => new Map(records.map((r) => [Buffer.from(r.value, 'hex').toString(), r.timestamp]))
+  const theirs = byValue(plainRecords)
+  const ours = byValue(wrappedRecords)
+  for (const [i, timestamp] of timestamps.entries()) {
+    if (!expected[i]) continue
+    const value = `m${i}`
+    // "Now" is each request's own clock.
+    if (timestamp === undefined) t.ok(Math.abs(Number(ours.get(value)) - Date.now()) < 600_000, `${value}: now`)
+    else t.equal(ours.get(value), theirs.get(value), `${value} (${typeof timestamp} ${timestamp}): ${theirs.get(value)}`)
   }
 })

@@ -81,6 +81,19 @@ function requestGroup (acks, timeout, compression) {
   return { key: `${acks}|${timeout}|${compression}`, acks, timeout, compression }
 }
 
+// kafkajs writes each record's timestamp as its difference from the first of
+// its partition's batch (the smallest as text), computed in floating point:
+// exact only while every difference stays within 2^53. A timestamp within
+// 2^52 of 0 is exact beside any other such, and beside the request's "now";
+// one past it (2^60, nanoseconds, -2^61; copyMessage() keeps those past 2^53
+// as text) would shift its neighbours' timestamps: it goes in a request of
+// its own, where it is the first and its difference is 0, as kafkajs sends it
+// alone.
+const TIMESTAMP_BATCHABLE = 2 ** 52
+function isBatchableTimestamp (ts) {
+  return typeof ts === 'number' ? ts <= TIMESTAMP_BATCHABLE && ts >= -TIMESTAMP_BATCHABLE : ts === '0'
+}
+
 // The batcher's bound on batches in flight: calls, for a producer sent per call.
 const MAX_CALLS_IN_FLIGHT = 1_000
 
@@ -303,8 +316,11 @@ class WrappedProducer {
           return refuse(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${topic}"`, bytes, this.#maxBatchBytes))
         }
         // Sized as alone; in a batch its deltas may take a few bytes more. One
-        // that fits only alone is sent alone.
-        const item = new Item(topic, message, Math.min(bytes + RECORD_DELTA_SLACK_BYTES, this.#maxBatchBytes), request)
+        // that fits only alone is sent alone, and so is one whose timestamp
+        // kafkajs cannot subtract exactly from another's.
+        const ts = message.timestamp
+        const own = ts !== undefined && !isBatchableTimestamp(ts) ? { key: ++this.#calls, acks, timeout, compression } : request
+        const item = new Item(topic, message, Math.min(bytes + RECORD_DELTA_SLACK_BYTES, this.#maxBatchBytes), own)
         if (first === null) {
           first = item
         } else {
