@@ -295,3 +295,47 @@ t.test('each record has the timestamp its own caller gave, whatever another call
     else t.equal(ours.get(value), theirs.get(value), `${value} (${typeof timestamp} ${timestamp}): ${theirs.get(value)}`)
   }
 })
+
+// A compressed request is what the broker sizes: what plain kafkajs writes
+// compressed, the wrapper writes, and what the broker refuses fails its own
+// caller alone.
+t.test('compressed: each message written or refused as plain kafkajs, the others beside it written', async (t) => {
+  const { CompressionTypes } = require('kafkajs')
+  const plainKafka = new Plain.Kafka({ clientId: 'plain', brokers: broker.brokers, logLevel: Plain.logLevel.NOTHING })
+  const kafka = new Kafka({ clientId: 'wrapped', brokers: broker.brokers, logLevel: logLevel.NOTHING })
+  const admin = kafka.admin()
+  await admin.connect()
+  t.teardown(() => admin.disconnect())
+  const [plainTopic, wrappedTopic] = ['plain', 'wrapped'].map((name) => `diff-gzip-${name}-${process.pid}`)
+  await admin.createTopics({ topics: [plainTopic, wrappedTopic].map((topic) => ({ topic, numPartitions: 1 })), waitForLeaders: true })
+  const next = random(39)
+  const noise = (n) => {
+    const out = Buffer.allocUnsafe(n)
+    for (let i = 0; i < n; i++) out[i] = Math.floor(next() * 256)
+    return out
+  }
+  const values = [
+    Buffer.alloc(2 * 1024 * 1024, 'x'), // 2 MiB that compresses to a few KiB
+    Buffer.from(JSON.stringify({ log: 'a'.repeat(1_500_000) })), // a 1.5 MB log line
+    noise(1_048_000), // does not compress, still fits alone
+    noise(1_100_000), // does not compress, too large: the broker refuses it
+    'small-0', 'small-1', 'small-2', noise(300_000), noise(400_000), noise(500_000),
+  ]
+  const plain = plainKafka.producer()
+  await plain.connect()
+  const expected = []
+  for (const value of values) expected.push((await outcomeOf(plain.send({ topic: plainTopic, compression: CompressionTypes.GZIP, messages: [{ value }] }))).ok)
+  await plain.disconnect()
+  t.same(expected, [true, true, true, false, true, true, true, true, true, true], 'plain kafkajs: all but the incompressible 1.1 MB')
+
+  const raw = kafka.producer()
+  await raw.connect()
+  const producer = wrapProducer(raw, { flushOnSignals: false })
+  t.teardown(() => producer.disconnect())
+  const outcomes = await Promise.all(values.map((value) => outcomeOf(producer.send({ topic: wrappedTopic, compression: CompressionTypes.GZIP, messages: [{ value }] }))))
+  t.same(outcomes.map((o) => o.ok), expected, 'the wrapper, all at once: each as plain kafkajs')
+  t.match(outcomes[3].error, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', cause: { type: 'MESSAGE_TOO_LARGE' } }, 'refused by the broker, for its caller alone')
+  const records = await readAll(kafka, wrappedTopic, expected.filter(Boolean).length)
+  const digest = (v) => require('node:crypto').createHash('sha1').update(v).digest('hex')
+  t.same(records.map((r) => digest(Buffer.from(r.value, 'hex'))).sort(), values.filter((_, i) => expected[i]).map((v) => digest(Buffer.from(v))).sort(), 'each written once, as sent')
+})

@@ -94,6 +94,16 @@ function isBatchableTimestamp (ts) {
   return typeof ts === 'number' ? ts <= TIMESTAMP_BATCHABLE && ts >= -TIMESTAMP_BATCHABLE : ts === '0'
 }
 
+// A compressed batch's size is known only once compressed, and data that does
+// not compress grows: by at most a sixth and 32 bytes with Snappy, less with
+// GZIP, LZ4 and ZSTD. A message is sized as the most its records can take
+// compressed, so that a batch that fits uncompressed-worst-case fits the
+// broker; one near or past maxBatchBytes fills a batch alone, where the
+// broker sees exactly what kafkajs sends for it alone.
+function compressedBound (bytes) {
+  return bytes + Math.ceil(bytes / 6) + 64
+}
+
 // The batcher's bound on batches in flight: calls, for a producer sent per call.
 const MAX_CALLS_IN_FLIGHT = 1_000
 
@@ -311,8 +321,9 @@ class WrappedProducer {
         if (message instanceof Refused) return refuse(refusal(message, method, topic))
         const bytes = this.#size.bytes
         // pushAll() would refuse the whole call too; checked here so that the
-        // error names the call and the topic, not the batcher.
-        if (bytes > this.#maxBatchBytes) {
+        // error names the call and the topic, not the batcher. Compressed, the
+        // broker sees fewer bytes: it decides, for this message alone.
+        if (bytes > this.#maxBatchBytes && !compression) {
           return refuse(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${topic}"`, bytes, this.#maxBatchBytes))
         }
         // Sized as alone; in a batch its deltas may take a few bytes more. One
@@ -320,7 +331,8 @@ class WrappedProducer {
         // kafkajs cannot subtract exactly from another's.
         const ts = message.timestamp
         const own = ts !== undefined && !isBatchableTimestamp(ts) ? { key: ++this.#calls, acks, timeout, compression } : request
-        const item = new Item(topic, message, Math.min(bytes + RECORD_DELTA_SLACK_BYTES, this.#maxBatchBytes), own)
+        const size = compression ? compressedBound(bytes) : bytes + RECORD_DELTA_SLACK_BYTES
+        const item = new Item(topic, message, Math.min(size, this.#maxBatchBytes), own)
         if (first === null) {
           first = item
         } else {
