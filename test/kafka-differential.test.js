@@ -13,7 +13,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { installKafkajsPatch } = require('../lib/kafka/kafkajs-patch')
-const { startKafka } = require('./helpers/kafka-broker')
+const { startKafka, consumeAll } = require('./helpers/kafka-broker')
 
 // The wrapper runs on the corrected kafkajs, as under install(); the oracle
 // is a pristine copy of the same kafkajs, loaded from elsewhere (the patch
@@ -338,4 +338,28 @@ t.test('compressed: each message written or refused as plain kafkajs, the others
   const records = await readAll(kafka, wrappedTopic, expected.filter(Boolean).length)
   const digest = (v) => require('node:crypto').createHash('sha1').update(v).digest('hex')
   t.same(records.map((r) => digest(Buffer.from(r.value, 'hex'))).sort(), values.filter((_, i) => expected[i]).map((v) => digest(Buffer.from(v))).sort(), 'each written once, as sent')
+})
+
+// kafkajs's idempotent producer makes its lock per broker as
+// `locks[nodeId] || new Lock()`: a moment's Object.prototype[nodeId] was
+// stored as the lock, and every later send of the wrapped producer failed
+// (plain kafkajs fails before it makes the lock, and recovers): the calls
+// made after the pollution is gone must be written, as plain kafkajs's are.
+t.test('Object.prototype polluted for a moment under an idempotent producer: the calls made after it are written', async (t) => {
+  const kafka = new Kafka({ clientId: 'wrapped', brokers: broker.brokers, logLevel: logLevel.NOTHING })
+  const admin = kafka.admin()
+  await admin.connect()
+  t.teardown(() => admin.disconnect())
+  const topics = ['plain', 'wrapped'].map((name) => `diff-polluted-${name}-${process.pid}`)
+  await admin.createTopics({ topics: topics.map((topic) => ({ topic, numPartitions: 3 })), waitForLeaders: true })
+  const { execFile } = require('node:child_process')
+  const out = await new Promise((resolve, reject) => {
+    execFile(process.execPath, [path.join(__dirname, 'fixtures', 'kafka-polluted.js'), JSON.stringify([broker.brokers, topics]), path.join(pristineDir, 'kafkajs')],
+      { timeout: 120_000 }, (error, stdout, stderr) => error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(JSON.parse(stdout)))
+  })
+  t.comment(JSON.stringify(out))
+  t.same(out.wrapped.after, ['fulfilled', 'fulfilled', 'fulfilled'], 'the first calls after the pollution: written')
+  t.same(out.wrapped.again, ['fulfilled', 'fulfilled', 'fulfilled'], 'and every later one')
+  const records = await consumeAll(kafka, topics[1], 6)
+  t.same(records.map((r) => r.value).filter((v) => v !== 'during').sort(), ['after', 'after', 'after', 'again', 'again', 'again'], 'in the topic, once each')
 })

@@ -417,7 +417,7 @@ function installAt (s, dir) {
 function putInPlace (s, dir) {
   let known = null // null: not checked yet
   const entries = [
-    { filename: path.join(dir, SEND_MESSAGES), corrected: () => remembering(s, createSendMessagesFactory(dir)) },
+    { filename: path.join(dir, SEND_MESSAGES), corrected: () => remembering(s, createSendMessagesFactory(dir), dir) },
     { filename: path.join(dir, GROUP_MESSAGES), corrected: () => groupMessagesPerPartition },
     // Loaded with kafkajs's produce request, not at start-up.
     { filename: path.join(dir, RECORD), corrected: () => require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD))) },
@@ -487,11 +487,33 @@ function putInPlace (s, dir) {
 }
 
 // The corrected sendMessages, remembering each producer it serves.
-function remembering (s, createSendMessages) {
+function remembering (s, createSendMessages, dir) {
   return function (options) {
     s.loggers.add(options.logger)
-    return createSendMessages(options)
+    return createSendMessages({ ...options, eosManager: unpoisoned(options.eosManager, dir) })
   }
+}
+
+// kafkajs's idempotent producer keeps a lock per broker in a plain object,
+// made on first use as `locks[nodeId] || new Lock()`: while
+// Object.prototype[nodeId] is set (a moment's pollution), that value is
+// stored as the lock, and every later request to the broker fails on it for
+// good. Only a fresh producer id makes the locks (and sequences) anew: asked
+// for, as after a lost sequence, and the attempt retried, so that the first
+// send after the pollution is gone succeeds.
+function unpoisoned (eosManager, dir) {
+  const guarded = Object.create(eosManager)
+  guarded.acquireBrokerLock = async function (broker) {
+    try {
+      return await eosManager.acquireBrokerLock(broker)
+    } catch (error) {
+      if (!(error instanceof TypeError) || !eosManager.isInitialized() || eosManager.isTransactional()) throw error
+      await eosManager.initProducerId()
+      const { KafkaJSError } = require(path.join(dir, 'src', 'errors'))
+      throw new KafkaJSError(error, { retriable: true, cause: error })
+    }
+  }
+  return guarded
 }
 
 // wrapProducer()'s check: whether the producer was made by a corrected
@@ -570,4 +592,4 @@ function ensureKafkajsPatch (env = process.env) {
   installKafkajsPatch()
 }
 
-module.exports = { installKafkajsPatch, checkProducer, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, kOutcome, KNOWN }
+module.exports = { installKafkajsPatch, checkProducer, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, unpoisoned, kOutcome, KNOWN }
