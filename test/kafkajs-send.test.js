@@ -397,27 +397,35 @@ t.test('the result lists the partitions in kafkajs\'s order, whichever broker an
 // The lock kafkajs's idempotent producer made from a polluted
 // Object.prototype (kafka-differential.test.js has the real one): a fresh
 // producer id, and the attempt retried; anything else is kafkajs's to say.
-t.test('a broker lock that is not a lock: a fresh producer id and a retriable error; any other failure unchanged', async (t) => {
+t.test('a broker lock that is not a lock: a retriable error, then a fresh producer id before the next lock; any other failure unchanged', async (t) => {
   const { unpoisoned } = require('../lib/kafka/kafkajs-patch')
-  const make = ({ transactional = false, error }) => {
-    const calls = { inits: 0 }
+  const make = ({ transactional = false, errors }) => {
+    const calls = { inits: 0, acquired: 0 }
     const eos = {
       calls,
       isInitialized: () => true,
       isTransactional: () => transactional,
       initProducerId: async () => { calls.inits++ },
-      acquireBrokerLock: async () => { throw error },
+      acquireBrokerLock: async () => {
+        const error = errors.shift()
+        if (error) throw error
+        calls.acquired++
+      },
       releaseBrokerLock () { return this.isInitialized() },
     }
     return eos
   }
-  const poisoned = make({ error: new TypeError('brokerMutexLocks[broker.nodeId].acquire is not a function') })
+  const poisoned = make({ errors: [new TypeError('brokerMutexLocks[broker.nodeId].acquire is not a function')] })
   const guarded = unpoisoned(poisoned, dir)
   await t.rejects(guarded.acquireBrokerLock({ nodeId: 1 }), { name: 'KafkaJSError', retriable: true, cause: { name: 'TypeError' } })
-  t.equal(poisoned.calls.inits, 1, 'a fresh producer id makes the locks anew')
+  t.equal(poisoned.calls.inits, 0, 'not while the attempt\'s other requests may hold locks')
+  await Promise.all([guarded.acquireBrokerLock({ nodeId: 1 }), guarded.acquireBrokerLock({ nodeId: 2 })])
+  t.same(poisoned.calls, { inits: 1, acquired: 2 }, 'the next attempt: one fresh producer id, before any lock')
   t.equal(guarded.releaseBrokerLock({ nodeId: 1 }), true, 'the rest is kafkajs\'s own')
-  for (const [what, eos] of [['a lock timeout', make({ error: new Error('lock timeout') })], ['a transactional producer', make({ transactional: true, error: new TypeError('x') })]]) {
-    await t.rejects(unpoisoned(eos, dir).acquireBrokerLock({ nodeId: 1 }), { message: eos === undefined ? '' : /lock timeout|x/ }, `${what}: its own error`)
+  for (const [what, eos] of [['a lock timeout', make({ errors: [new Error('lock timeout')] })], ['a transactional producer', make({ transactional: true, errors: [new TypeError('x')] })]]) {
+    const own = unpoisoned(eos, dir)
+    await t.rejects(own.acquireBrokerLock({ nodeId: 1 }), { message: /lock timeout|x/ }, `${what}: its own error`)
+    await own.acquireBrokerLock({ nodeId: 1 })
     t.equal(eos.calls.inits, 0, `${what}: no fresh producer id`)
   }
 })
