@@ -476,3 +476,13 @@ t.test('a producer of a kafkajs not corrected: each call in a request of its own
   t.same(producer.calls.requests.map((r) => r.topicMessages.map(({ topic, messages }) => [topic, messages.map((m) => m.value)])),
     [[['t', ['a']]], [['t', ['b', 'c']]], [['t', ['d']], ['u', ['e']]]], 'each call whole, alone')
 })
+
+t.test('a timestamp past 2^52 fills a request alone, in its place in call order', async (t) => {
+  const producer = fakeProducer()
+  const wrapped = wrapProducer(producer, { flushOnSignals: false })
+  t.teardown(() => wrapped.disconnect())
+  const values = ['a', 'b', 'c', 'd', 'e']
+  const timestamps = [1_600_000_000_123, 2 ** 60, 1_600_000_000_124, 1_600_000_000_125, '1600000000123456789']
+  await Promise.all(values.map((value, i) => wrapped.send({ topic: 't', messages: [{ value, timestamp: timestamps[i] }] })))
+  t.same(producer.calls.requests.map((r) => r.topicMessages[0].messages.map((m) => m.value)), [['a'], ['b'], ['c', 'd'], ['e']])
+})

@@ -86,8 +86,8 @@ function requestGroup (acks, timeout, compression) {
 // exact only while every difference stays within 2^53. A timestamp within
 // 2^52 of 0 is exact beside any other such, and beside the request's "now";
 // one past it (2^60, nanoseconds, -2^61; copyMessage() keeps those past 2^53
-// as text) would shift its neighbours' timestamps: it goes in a request of
-// its own, where it is the first and its difference is 0, as kafkajs sends it
+// as text) would shift its neighbours' timestamps: it fills a batch of its
+// own, where it is the first and its difference is 0, as kafkajs sends it
 // alone.
 const TIMESTAMP_BATCHABLE = 2 ** 52
 function isBatchableTimestamp (ts) {
@@ -327,12 +327,14 @@ class WrappedProducer {
           return refuse(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${topic}"`, bytes, this.#maxBatchBytes))
         }
         // Sized as alone; in a batch its deltas may take a few bytes more. One
-        // that fits only alone is sent alone, and so is one whose timestamp
-        // kafkajs cannot subtract exactly from another's.
+        // that fits only alone is sent alone, in its place in call order, and
+        // so is one whose timestamp kafkajs cannot subtract exactly from
+        // another's (sized to fill a batch).
         const ts = message.timestamp
-        const own = ts !== undefined && !isBatchableTimestamp(ts) ? { key: ++this.#calls, acks, timeout, compression } : request
-        const size = compression ? compressedBound(bytes) : bytes + RECORD_DELTA_SLACK_BYTES
-        const item = new Item(topic, message, Math.min(size, this.#maxBatchBytes), own)
+        const size = ts !== undefined && !isBatchableTimestamp(ts)
+          ? this.#maxBatchBytes
+          : Math.min(compression ? compressedBound(bytes) : bytes + RECORD_DELTA_SLACK_BYTES, this.#maxBatchBytes)
+        const item = new Item(topic, message, size, request)
         if (first === null) {
           first = item
         } else {
