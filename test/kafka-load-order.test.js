@@ -12,6 +12,7 @@ const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { Kafka, logLevel } = require('kafkajs')
 const { startKafka, consumeAll } = require('./helpers/kafka-broker')
+const { withWarnings } = require('./helpers/with-warnings')
 
 let broker
 t.before(async () => {
@@ -21,9 +22,7 @@ t.teardown(() => broker?.close())
 
 function child (file, args, env = {}) {
   return new Promise((resolve, reject) => {
-    const e = { ...process.env, ...env }
-    delete e.NODE_OPTIONS
-    execFile(process.execPath, [path.join(__dirname, 'fixtures', file), ...args], { env: e, timeout: 120_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [path.join(__dirname, 'fixtures', file), ...args], { env: withWarnings({ ...process.env, ...env }), timeout: 120_000 }, (error, stdout, stderr) => {
       if (error) reject(new Error(`${file} failed: ${error.message}\n${stderr}`))
       else resolve(JSON.parse(stdout))
     })
