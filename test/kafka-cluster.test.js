@@ -11,8 +11,9 @@ const path = require('node:path')
 const { fork } = require('node:child_process')
 const enabled = process.env.IO_HYGIENE_TEST_KAFKA_CLUSTER === '1'
 const skip = enabled ? false : 'set IO_HYGIENE_TEST_KAFKA_CLUSTER=1 to run the three-broker cluster tests'
-// Four leader moves of up to a minute each, past tap's 180 s for a file.
-if (enabled) t.setTimeout(540_000)
+// Four leader moves of up to a minute each and two outages of a few
+// minutes, past tap's 180 s for a file.
+if (enabled) t.setTimeout(900_000)
 
 // Before kafkajs loads, as install() would, for the kafkajs this file
 // requires; a pristine copy of it elsewhere stays as it ships (the kafkajs a
