@@ -13,7 +13,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { installKafkajsPatch } = require('../lib/kafka/kafkajs-patch')
-const { startKafka } = require('./helpers/kafka-broker')
+const { startKafka, consumeAll } = require('./helpers/kafka-broker')
 
 // The wrapper runs on the corrected kafkajs, as under install(); the oracle
 // is a pristine copy of the same kafkajs, loaded from elsewhere (the patch
@@ -47,6 +47,8 @@ const TIMESTAMPS = [
   () => undefined, () => null, () => 0, () => NOW - 3_600_000, () => String(NOW - 60_000), () => 'abc', () => '',
   () => 1.5, () => NaN, () => -5, () => BigInt(NOW - 1000), () => 0n, () => ({}), () => ({ valueOf: () => NOW - 5000 }),
   () => true, () => false, () => Infinity, () => Symbol('t'), () => ' 12345 ', () => '0x10', () => NOW + 86_400_000,
+  // Past 2^52: kafkajs's floating-point deltas would move their neighbours' timestamps.
+  () => 2 ** 60, () => String(2n ** 60n), () => 1_600_000_000_123_456_789n, () => -(2 ** 61), () => 2 ** 53 - 1,
 ]
 const PARTITIONS = [
   () => undefined, () => null, () => 0, () => '0', () => [0], () => '00', () => -1, () => 0.5, () => NaN, () => 'a',
@@ -118,7 +120,8 @@ async function readAll (kafka, topic, count) {
           for (const [name, value] of Object.entries(message.headers)) {
             headers[name] = Array.isArray(value) ? value.map((v) => v.toString('hex')) : [value.toString('hex')]
           }
-          out.push({ key: message.key?.toString('hex') ?? null, value: message.value?.toString('hex') ?? null, headers, timestamp: Number(message.timestamp) })
+          // The timestamp as kafkajs reads it, a string: exact past 2^53.
+          out.push({ key: message.key?.toString('hex') ?? null, value: message.value?.toString('hex') ?? null, headers, timestamp: message.timestamp })
           if (out.length === count) resolve()
         },
       })
@@ -249,4 +252,130 @@ t.test('by default, every message a default broker accepts is sent (alone if it 
     if (!accepted) t.match(ours.error, { code: 'ERR_IO_HYGIENE_ITEM_TOO_LARGE', written: false })
     t.equal((await Promise.allSettled(small)).filter((o) => o.status === 'rejected').length, 0, 'every small call written')
   }
+})
+
+// kafkajs writes each record's timestamp as a difference from its batch's
+// first, in floating point: a timestamp past 2^53 beside others shifted them.
+t.test('each record has the timestamp its own caller gave, whatever another caller in the batch gave', async (t) => {
+  const plainKafka = new Plain.Kafka({ clientId: 'plain', brokers: broker.brokers, logLevel: Plain.logLevel.NOTHING })
+  const kafka = new Kafka({ clientId: 'wrapped', brokers: broker.brokers, logLevel: logLevel.NOTHING })
+  const admin = kafka.admin()
+  await admin.connect()
+  t.teardown(() => admin.disconnect())
+  const [plainTopic, wrappedTopic] = ['plain', 'wrapped'].map((name) => `diff-ts-${name}-${process.pid}`)
+  await admin.createTopics({ topics: [plainTopic, wrappedTopic].map((topic) => ({ topic, numPartitions: 1 })), waitForLeaders: true })
+  const base = 1_600_000_000_123
+  const timestamps = [
+    base, 2 ** 60, base + 1, String(2n ** 60n), base + 2, 1_600_000_000_123_456_789n, String(1_600_000_000_123_456_789n),
+    undefined, String(-(2n ** 61n)), -(2 ** 61), base + 3, 2 ** 52, 2 ** 52 + 1, 2 ** 53 - 1, -(2 ** 53 - 1), '0', -5, NOW,
+    String(2n ** 63n - 1n), String(-(2n ** 63n)), base + 4,
+  ]
+  const messages = timestamps.map((timestamp, i) => timestamp === undefined ? { value: `m${i}` } : { value: `m${i}`, timestamp })
+  // Plain kafkajs: each message in a call of its own.
+  const plain = plainKafka.producer()
+  await plain.connect()
+  const expected = []
+  for (const message of messages) expected.push((await outcomeOf(plain.send({ topic: plainTopic, messages: [message] }))).ok)
+  await plain.disconnect()
+  // The wrapper: all at once, so that they share a batch.
+  const raw = kafka.producer()
+  await raw.connect()
+  const producer = wrapProducer(raw, { flushOnSignals: false })
+  t.teardown(() => producer.disconnect())
+  const outcomes = await Promise.all(messages.map((message) => outcomeOf(producer.send({ topic: wrappedTopic, messages: [message] }))))
+  t.same(outcomes.map((o) => o.ok), expected, 'each call written or refused as plain kafkajs')
+  const written = expected.filter(Boolean).length
+  const [plainRecords, wrappedRecords] = await Promise.all([readAll(kafka, plainTopic, written), readAll(kafka, wrappedTopic, written)])
+  const byValue = (records) => new Map(records.map((r) => [Buffer.from(r.value, 'hex').toString(), r.timestamp]))
+  const theirs = byValue(plainRecords)
+  const ours = byValue(wrappedRecords)
+  for (const [i, timestamp] of timestamps.entries()) {
+    if (!expected[i]) continue
+    const value = `m${i}`
+    // "Now" is each request's own clock.
+    if (timestamp === undefined) t.ok(Math.abs(Number(ours.get(value)) - Date.now()) < 600_000, `${value}: now`)
+    else t.equal(ours.get(value), theirs.get(value), `${value} (${typeof timestamp} ${timestamp}): ${theirs.get(value)}`)
+  }
+})
+
+// A compressed request is what the broker sizes: what plain kafkajs writes
+// compressed, the wrapper writes, and what the broker refuses fails its own
+// caller alone.
+t.test('compressed: each message written or refused as plain kafkajs, the others beside it written', async (t) => {
+  const { CompressionTypes } = require('kafkajs')
+  const plainKafka = new Plain.Kafka({ clientId: 'plain', brokers: broker.brokers, logLevel: Plain.logLevel.NOTHING })
+  const kafka = new Kafka({ clientId: 'wrapped', brokers: broker.brokers, logLevel: logLevel.NOTHING })
+  const admin = kafka.admin()
+  await admin.connect()
+  t.teardown(() => admin.disconnect())
+  const [plainTopic, wrappedTopic] = ['plain', 'wrapped'].map((name) => `diff-gzip-${name}-${process.pid}`)
+  await admin.createTopics({ topics: [plainTopic, wrappedTopic].map((topic) => ({ topic, numPartitions: 1 })), waitForLeaders: true })
+  const next = random(39)
+  const noise = (n) => {
+    const out = Buffer.allocUnsafe(n)
+    for (let i = 0; i < n; i++) out[i] = Math.floor(next() * 256)
+    return out
+  }
+  const values = [
+    Buffer.alloc(2 * 1024 * 1024, 'x'), // 2 MiB that compresses to a few KiB
+    Buffer.from(JSON.stringify({ log: 'a'.repeat(1_500_000) })), // a 1.5 MB log line
+    noise(1_048_000), // does not compress, still fits alone
+    noise(1_100_000), // does not compress, too large: the broker refuses it
+    'small-0', 'small-1', 'small-2', noise(300_000), noise(400_000), noise(500_000),
+  ]
+  const plain = plainKafka.producer()
+  await plain.connect()
+  const expected = []
+  for (const value of values) expected.push((await outcomeOf(plain.send({ topic: plainTopic, compression: CompressionTypes.GZIP, messages: [{ value }] }))).ok)
+  await plain.disconnect()
+  t.same(expected, [true, true, true, false, true, true, true, true, true, true], 'plain kafkajs: all but the incompressible 1.1 MB')
+
+  const raw = kafka.producer()
+  await raw.connect()
+  const producer = wrapProducer(raw, { flushOnSignals: false })
+  t.teardown(() => producer.disconnect())
+  const outcomes = await Promise.all(values.map((value) => outcomeOf(producer.send({ topic: wrappedTopic, compression: CompressionTypes.GZIP, messages: [{ value }] }))))
+  t.same(outcomes.map((o) => o.ok), expected, 'the wrapper, all at once: each as plain kafkajs')
+  t.match(outcomes[3].error, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', cause: { type: 'MESSAGE_TOO_LARGE' } }, 'refused by the broker, for its caller alone')
+  const records = await readAll(kafka, wrappedTopic, expected.filter(Boolean).length)
+  const digest = (v) => require('node:crypto').createHash('sha1').update(v).digest('hex')
+  t.same(records.map((r) => digest(Buffer.from(r.value, 'hex'))).sort(), values.filter((_, i) => expected[i]).map((v) => digest(Buffer.from(v))).sort(), 'each written once, as sent')
+})
+
+// kafkajs's idempotent producer makes its lock per broker as
+// `locks[nodeId] || new Lock()`: a moment's Object.prototype[nodeId] was
+// stored as the lock, and every later send of the wrapped producer failed
+// (plain kafkajs fails before it makes the lock, and recovers): the calls
+// made after the pollution is gone must be written, as plain kafkajs's are.
+t.test('Object.prototype polluted for a moment under an idempotent producer: the calls made after it are written', async (t) => {
+  const kafka = new Kafka({ clientId: 'wrapped', brokers: broker.brokers, logLevel: logLevel.NOTHING })
+  const admin = kafka.admin()
+  await admin.connect()
+  t.teardown(() => admin.disconnect())
+  const topics = ['plain', 'wrapped'].map((name) => `diff-polluted-${name}-${process.pid}`)
+  await admin.createTopics({ topics: topics.map((topic) => ({ topic, numPartitions: 3 })), waitForLeaders: true })
+  const { execFile } = require('node:child_process')
+  const out = await new Promise((resolve, reject) => {
+    execFile(process.execPath, [path.join(__dirname, 'fixtures', 'kafka-polluted.js'), JSON.stringify([broker.brokers, topics]), path.join(pristineDir, 'kafkajs')],
+      { timeout: 120_000 }, (error, stdout, stderr) => error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(JSON.parse(stdout)))
+  })
+  t.comment(JSON.stringify(out))
+  t.same(out.wrapped.after, ['fulfilled', 'fulfilled', 'fulfilled'], 'the first calls after the pollution: written')
+  t.same(out.wrapped.again, ['fulfilled', 'fulfilled', 'fulfilled'], 'and every later one')
+  const records = await consumeAll(kafka, topics[1], 6)
+  t.same(records.map((r) => r.value).filter((v) => v !== 'during').sort(), ['after', 'after', 'after', 'again', 'again', 'again'], 'in the topic, once each')
+})
+
+// A second copy of kafkajs, as a dependency of a dependency brings: io-hygiene
+// has not corrected it (the patch is in place for the other), so the wrapper
+// sends each call alone (kafka-load-order.test.js has the load orders).
+t.test('a producer of a second copy of kafkajs, not corrected: each call sent alone', async (t) => {
+  const plainKafka = new Plain.Kafka({ clientId: 'plain', brokers: broker.brokers, logLevel: Plain.logLevel.NOTHING })
+  const producer = wrapProducer(plainKafka.producer(), { flushOnSignals: false })
+  t.teardown(() => producer.disconnect())
+  t.equal(producer.stats().batching, false, 'not batched')
+  const kafka = new Kafka({ clientId: 'wrapped', brokers: broker.brokers, logLevel: logLevel.NOTHING })
+  const ours = wrapProducer(kafka.producer(), { flushOnSignals: false })
+  t.teardown(() => ours.disconnect())
+  t.equal(ours.stats().batching, true, 'a producer of the corrected copy is batched')
 })

@@ -5,6 +5,10 @@
 // again on the same port and data; and a broker stopped for good.
 const t = require('tap')
 const { setTimeout: sleep } = require('node:timers/promises')
+// In the documented order, on the corrected kafkajs (kafka-load-order.test.js
+// has the others).
+const { installKafkajsPatch } = require('../lib/kafka/kafkajs-patch')
+t.teardown(installKafkajsPatch())
 const { Kafka, logLevel } = require('kafkajs')
 const { startKafka, consumeAll } = require('./helpers/kafka-broker')
 const { eventually } = require('./helpers/wait')

@@ -4,9 +4,18 @@
 // error classification, results, and what no real broker does on cue.
 const t = require('tap')
 const { wrapProducer, isRetriable, spec } = require('../lib/kafka')
+const { kafkajsPatchStatus } = require('../lib/kafka/kafkajs-patch')
+const { getSlot } = require('../lib/core/global-slot')
 
-function fakeProducer ({ idempotent = false, sendBatch } = {}) {
+// The loggers of producers made by the corrected kafkajs: a fake joins them
+// unless it stands for a kafkajs io-hygiene has not corrected.
+kafkajsPatchStatus()
+const correctedLoggers = getSlot(Symbol.for('io-hygiene.kafkajs.patch.v1')).loggers
+
+function fakeProducer ({ idempotent = false, sendBatch, corrected = true } = {}) {
   const calls = { requests: [], disconnects: 0, transactions: 0, on: [] }
+  const logger = { info () {} }
+  if (corrected) correctedLoggers.add(logger)
   // A connected kafkajs producer holds sockets that keep the process alive;
   // this stands in for them (the batcher's own timer is unref'd).
   const sockets = setInterval(() => {}, 1000)
@@ -20,7 +29,7 @@ function fakeProducer ({ idempotent = false, sendBatch } = {}) {
     },
     isIdempotent: () => idempotent,
     on: (name, listener) => { calls.on.push(name); return () => {} },
-    logger: () => ({ info () {} }),
+    logger: () => logger,
     transaction: async () => { calls.transactions++; return { send: async () => [] } },
     sendBatch: async (request) => {
       calls.requests.push(request)
@@ -457,4 +466,40 @@ t.test('the Kafka test helper says at once that kafkajs is missing, instead of w
   })
   t.equal(code, 3, 'it fails')
   t.match(stdout, /^kafkajs is not installed/, 'saying why')
+})
+
+t.test('a producer of a kafkajs not corrected: each call in a request of its own, none waiting for another', async (t) => {
+  let release
+  const held = new Promise((resolve) => { release = resolve })
+  const producer = fakeProducer({
+    corrected: false,
+    sendBatch: async (request) => {
+      await held
+      return request.topicMessages.map(({ topic }) => ({ topicName: topic, partition: 0, errorCode: 0, baseOffset: '0' }))
+    },
+  })
+  const wrapped = wrapProducer(producer, { flushOnSignals: false })
+  t.teardown(() => wrapped.disconnect())
+  t.equal(wrapped.stats().batching, false)
+  const sends = [
+    wrapped.send({ topic: 't', messages: [{ value: 'a' }] }),
+    wrapped.send({ topic: 't', messages: [{ value: 'b' }, { value: 'c' }] }),
+    wrapped.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 'd' }] }, { topic: 'u', messages: [{ value: 'e' }] }] }),
+  ]
+  // All three are in flight at once, as plain kafkajs sends them.
+  while (producer.calls.requests.length < 3) await new Promise((resolve) => setImmediate(resolve))
+  release()
+  await Promise.all(sends)
+  t.same(producer.calls.requests.map((r) => r.topicMessages.map(({ topic, messages }) => [topic, messages.map((m) => m.value)])),
+    [[['t', ['a']]], [['t', ['b', 'c']]], [['t', ['d']], ['u', ['e']]]], 'each call whole, alone')
+})
+
+t.test('a timestamp past 2^52 fills a request alone, in its place in call order', async (t) => {
+  const producer = fakeProducer()
+  const wrapped = wrapProducer(producer, { flushOnSignals: false })
+  t.teardown(() => wrapped.disconnect())
+  const values = ['a', 'b', 'c', 'd', 'e']
+  const timestamps = [1_600_000_000_123, 2 ** 60, 1_600_000_000_124, 1_600_000_000_125, '1600000000123456789']
+  await Promise.all(values.map((value, i) => wrapped.send({ topic: 't', messages: [{ value, timestamp: timestamps[i] }] })))
+  t.same(producer.calls.requests.map((r) => r.topicMessages[0].messages.map((m) => m.value)), [['a'], ['b'], ['c', 'd'], ['e']])
 })

@@ -7,6 +7,10 @@ const t = require('tap')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { once } = require('node:events')
+// In the documented order, on the corrected kafkajs (kafka-load-order.test.js
+// has the others).
+const { installKafkajsPatch } = require('../lib/kafka/kafkajs-patch')
+t.teardown(installKafkajsPatch())
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs')
 const { startKafka, consumeAll } = require('./helpers/kafka-broker')
 const { wrapProducer } = require('../lib/kafka')

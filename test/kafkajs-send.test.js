@@ -289,8 +289,13 @@ t.test('the grouping and the partitions read own properties only: a polluted Obj
 // in part. `partitioner` decides each message's partition.
 function wrapped (s, { partitioner, retry = { retries: 1 } } = {}) {
   const { wrapProducer } = require('../lib/kafka')
+  const { kafkajsPatchStatus } = require('../lib/kafka/kafkajs-patch')
+  const logger = { debug () {}, info () {}, warn () {}, error () {} }
+  // A producer of the corrected kafkajs, as wrapProducer() tells them: by its logger.
+  kafkajsPatchStatus()
+  require('../lib/core/global-slot').getSlot(Symbol.for('io-hygiene.kafkajs.patch.v1')).loggers.add(logger)
   const sendMessages = ours({
-    logger: { debug () {}, info () {}, warn () {}, error () {} },
+    logger,
     cluster: s.cluster,
     eosManager: s.eos,
     partitioner,
@@ -302,7 +307,7 @@ function wrapped (s, { partitioner, retry = { retries: 1 } } = {}) {
     disconnect: async () => {},
     isIdempotent: () => false,
     on: () => () => {},
-    logger: () => ({ info () {} }),
+    logger: () => logger,
     transaction: async () => ({}),
     // As kafkajs's producer: its topicMessages (one entry per topic) to sendMessages.
     sendBatch: ({ acks = -1, timeout, compression, topicMessages }) => sendMessages({ acks, timeout, compression, topicMessages }),
@@ -387,4 +392,40 @@ t.test('the result lists the partitions in kafkajs\'s order, whichever broker an
   const theirs = await setup().make(original)(request([0, 1, 2]))
   const result = await setup().make(ours)(request([0, 1, 2]))
   t.same(result.map((e) => e.partition), theirs.map((e) => e.partition), 'by leader node id, as kafkajs 2.2.4')
+})
+
+// The lock kafkajs's idempotent producer made from a polluted
+// Object.prototype (kafka-differential.test.js has the real one): a fresh
+// producer id, and the attempt retried; anything else is kafkajs's to say.
+t.test('a broker lock that is not a lock: a retriable error, then a fresh producer id before the next lock; any other failure unchanged', async (t) => {
+  const { unpoisoned } = require('../lib/kafka/kafkajs-patch')
+  const make = ({ transactional = false, errors }) => {
+    const calls = { inits: 0, acquired: 0 }
+    const eos = {
+      calls,
+      isInitialized: () => true,
+      isTransactional: () => transactional,
+      initProducerId: async () => { calls.inits++ },
+      acquireBrokerLock: async () => {
+        const error = errors.shift()
+        if (error) throw error
+        calls.acquired++
+      },
+      releaseBrokerLock () { return this.isInitialized() },
+    }
+    return eos
+  }
+  const poisoned = make({ errors: [new TypeError('brokerMutexLocks[broker.nodeId].acquire is not a function')] })
+  const guarded = unpoisoned(poisoned, dir)
+  await t.rejects(guarded.acquireBrokerLock({ nodeId: 1 }), { name: 'KafkaJSError', retriable: true, cause: { name: 'TypeError' } })
+  t.equal(poisoned.calls.inits, 0, 'not while the attempt\'s other requests may hold locks')
+  await Promise.all([guarded.acquireBrokerLock({ nodeId: 1 }), guarded.acquireBrokerLock({ nodeId: 2 })])
+  t.same(poisoned.calls, { inits: 1, acquired: 2 }, 'the next attempt: one fresh producer id, before any lock')
+  t.equal(guarded.releaseBrokerLock({ nodeId: 1 }), true, 'the rest is kafkajs\'s own')
+  for (const [what, eos] of [['a lock timeout', make({ errors: [new Error('lock timeout')] })], ['a transactional producer', make({ transactional: true, errors: [new TypeError('x')] })]]) {
+    const own = unpoisoned(eos, dir)
+    await t.rejects(own.acquireBrokerLock({ nodeId: 1 }), { message: /lock timeout|x/ }, `${what}: its own error`)
+    await own.acquireBrokerLock({ nodeId: 1 })
+    t.equal(eos.calls.inits, 0, `${what}: no fresh producer id`)
+  }
 })

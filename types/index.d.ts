@@ -539,6 +539,8 @@ export type KafkajsPatchStatus = 'patched' | 'off' | 'not-installed' | 'not-foun
 
 export interface KafkaProducerStats extends BatcherStats {
   readonly kafkajsPatch: KafkajsPatchStatus
+  /** false when the producer comes from a kafkajs io-hygiene has not corrected: each call is then sent in a request of its own. */
+  readonly batching: boolean
 }
 
 /**

@@ -70,6 +70,7 @@ createStatsd({ maxBufferSize: null })
 declare const kafkajsProducer: import('kafkajs').Producer
 const producer = wrapProducer(kafkajsProducer, { lingerMs: 5, maxBatchItems: 500 })
 expectType<'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'>(producer.stats().kafkajsPatch)
+expectType<boolean>(producer.stats().batching)
 expectType<number>(producer.stats().retried)
 install({ kafkajs: false })
 expectType<boolean>(install().options.kafkajs)

@@ -81,6 +81,32 @@ function requestGroup (acks, timeout, compression) {
   return { key: `${acks}|${timeout}|${compression}`, acks, timeout, compression }
 }
 
+// kafkajs writes each record's timestamp as its difference from the first of
+// its partition's batch (the smallest as text), computed in floating point:
+// exact only while every difference stays within 2^53. A timestamp within
+// 2^52 of 0 is exact beside any other such, and beside the request's "now";
+// one past it (2^60, nanoseconds, -2^61; copyMessage() keeps those past 2^53
+// as text) would shift its neighbours' timestamps: it fills a batch of its
+// own, where it is the first and its difference is 0, as kafkajs sends it
+// alone.
+const TIMESTAMP_BATCHABLE = 2 ** 52
+function isBatchableTimestamp (ts) {
+  return typeof ts === 'number' ? ts <= TIMESTAMP_BATCHABLE && ts >= -TIMESTAMP_BATCHABLE : ts === '0'
+}
+
+// A compressed batch's size is known only once compressed, and data that does
+// not compress grows: by at most a sixth and 32 bytes with Snappy, less with
+// GZIP, LZ4 and ZSTD. A message is sized as the most its records can take
+// compressed, so that a batch that fits uncompressed-worst-case fits the
+// broker; one near or past maxBatchBytes fills a batch alone, where the
+// broker sees exactly what kafkajs sends for it alone.
+function compressedBound (bytes) {
+  return bytes + Math.ceil(bytes / 6) + 64
+}
+
+// The batcher's bound on batches in flight: calls, for a producer sent per call.
+const MAX_CALLS_IN_FLIGHT = 1_000
+
 // Indexed by acks + 1 (acks is -1, 0 or 1).
 const PLAIN_REQUESTS = [-1, 0, 1].map((acks) => requestGroup(acks, undefined, undefined))
 
@@ -125,14 +151,21 @@ class WrappedProducer {
   #kicked = false // a send found the producer idle and asked for a flush
   #maxBatchBytes
   #lastTopic = null
+  // A producer of a kafkajs not corrected (loaded before io-hygiene, a copy
+  // it did not find, IO_HYGIENE_KAFKAJS=0): its retry can acknowledge the
+  // unwritten messages of a request that spans brokers, so each call goes in
+  // a request of its own, as kafkajs sends it, never merged with another's.
+  #perCall
+  #calls = 0
   // copyMessage()'s answer of a record's size, reused.
   #size = { bytes: 0 }
   // Messages the batcher counts as flushed that reject (Unwritten): stats()
   // counts them as rejected.
   #unwritten = 0
 
-  constructor (producer, options) {
+  constructor (producer, options, corrected) {
     this.#producer = producer
+    this.#perCall = !corrected
     this.#maxBatchBytes = options.maxBatchBytes
     this.#idempotent = typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true
     this.events = producer.events
@@ -143,6 +176,8 @@ class WrappedProducer {
     // anything newer), and the idempotent producer's sequence numbers stay
     // valid: kafkajs rolls them back on a failed request, so a retry reuses
     // them and the broker drops a copy it already wrote.
+    // Per call: each call its own group, sent at once, as many in flight as
+    // the batcher allows (kafkajs itself bounds none).
     this.#batcher = createBatcher({
       ...queueOptions(options),
       name: 'kafka',
@@ -150,8 +185,8 @@ class WrappedProducer {
       // Lingering applies to messages that arrive while a request is in
       // flight; one that arrives when nothing is in flight is sent at once
       // (see #enqueue), so an idle service pays no linger.
-      flushWhenIdle: false,
-      concurrency: 1,
+      flushWhenIdle: this.#perCall,
+      concurrency: this.#perCall ? MAX_CALLS_IN_FLIGHT : 1,
       sizeOf,
       groupOf,
       isRetriable,
@@ -195,13 +230,16 @@ class WrappedProducer {
     return this.#batcher.flush(options)
   }
 
-  // The batcher's counters, and whether kafkajs's producer runs with the
-  // corrected grouping and retry ('patched'), or why not.
+  // The batcher's counters, whether kafkajs's producer runs with the
+  // corrected grouping and retry ('patched'), or why not, and whether calls
+  // are batched.
   stats () {
     const stats = this.#batcher.stats()
     stats.flushed -= this.#unwritten
     stats.rejected += this.#unwritten
     stats.kafkajsPatch = kafkajsPatchStatus()
+    // Whether calls share requests (false: each call is sent as kafkajs sends it).
+    stats.batching = !this.#perCall
     return stats
   }
 
@@ -257,7 +295,7 @@ class WrappedProducer {
     if (acks !== -1 && this.#idempotent) {
       return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, 'the idempotent producer needs acks=-1 (the kafkajs default)'))
     }
-    const request = this.#requestOf(acks, timeout, compression)
+    const request = this.#perCall ? { key: ++this.#calls, acks, timeout, compression } : this.#requestOf(acks, timeout, compression)
     // The usual call is one message: its record goes to the batcher alone,
     // and an array is made only for a second one.
     let first = null
@@ -283,13 +321,20 @@ class WrappedProducer {
         if (message instanceof Refused) return refuse(refusal(message, method, topic))
         const bytes = this.#size.bytes
         // pushAll() would refuse the whole call too; checked here so that the
-        // error names the call and the topic, not the batcher.
-        if (bytes > this.#maxBatchBytes) {
+        // error names the call and the topic, not the batcher. Compressed, the
+        // broker sees fewer bytes: it decides, for this message alone.
+        if (bytes > this.#maxBatchBytes && !compression) {
           return refuse(new ERR_IO_HYGIENE_ITEM_TOO_LARGE(`${method} message for topic "${topic}"`, bytes, this.#maxBatchBytes))
         }
         // Sized as alone; in a batch its deltas may take a few bytes more. One
-        // that fits only alone is sent alone.
-        const item = new Item(topic, message, Math.min(bytes + RECORD_DELTA_SLACK_BYTES, this.#maxBatchBytes), request)
+        // that fits only alone is sent alone, in its place in call order, and
+        // so is one whose timestamp kafkajs cannot subtract exactly from
+        // another's (sized to fill a batch).
+        const ts = message.timestamp
+        const size = ts !== undefined && !isBatchableTimestamp(ts)
+          ? this.#maxBatchBytes
+          : Math.min(compression ? compressedBound(bytes) : bytes + RECORD_DELTA_SLACK_BYTES, this.#maxBatchBytes)
+        const item = new Item(topic, message, size, request)
         if (first === null) {
           first = item
         } else {
@@ -306,7 +351,7 @@ class WrappedProducer {
     const pending = items === null
       ? this.#batcher.push(first).then(settledOne, (error) => this.#rejectOne(error, first))
       : Promise.allSettled(this.#batcher.pushAll(items)).then((outcomes) => this.#settleCall(outcomes, items))
-    if (!this.#busy && !this.#kicked) {
+    if (!this.#busy && !this.#kicked && !this.#perCall) {
       // Nothing in flight: flush now. The batch is cut in a microtask, so the
       // rest of a synchronous burst (or of the callers a batch just released)
       // still joins it. flush() without a timeout never rejects.
@@ -546,8 +591,7 @@ function wrapProducer (producer, options) {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
   }
   ensureKafkajsPatch()
-  checkProducer(producer)
-  return new WrappedProducer(producer, resolved)
+  return new WrappedProducer(producer, resolved, checkProducer(producer))
 }
 
 module.exports = { spec, wrapProducer, isRetriable }

@@ -417,7 +417,7 @@ function installAt (s, dir) {
 function putInPlace (s, dir) {
   let known = null // null: not checked yet
   const entries = [
-    { filename: path.join(dir, SEND_MESSAGES), corrected: () => remembering(s, createSendMessagesFactory(dir)) },
+    { filename: path.join(dir, SEND_MESSAGES), corrected: () => remembering(s, createSendMessagesFactory(dir), dir) },
     { filename: path.join(dir, GROUP_MESSAGES), corrected: () => groupMessagesPerPartition },
     // Loaded with kafkajs's produce request, not at start-up.
     { filename: path.join(dir, RECORD), corrected: () => require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD))) },
@@ -487,26 +487,58 @@ function putInPlace (s, dir) {
 }
 
 // The corrected sendMessages, remembering each producer it serves.
-function remembering (s, createSendMessages) {
+function remembering (s, createSendMessages, dir) {
   return function (options) {
     s.loggers.add(options.logger)
-    return createSendMessages(options)
+    return createSendMessages({ ...options, eosManager: unpoisoned(options.eosManager, dir) })
   }
 }
 
-// wrapProducer()'s check: a producer made by a kafkajs that is not corrected
-// keeps the retry that can acknowledge unwritten messages; said once, loudly,
-// unless the operator turned the patch off.
+// kafkajs's idempotent producer keeps a lock per broker in a plain object,
+// made on first use as `locks[nodeId] || new Lock()`: while
+// Object.prototype[nodeId] is set (a moment's pollution), that value is
+// stored as the lock, and every later request to the broker fails on it for
+// good. Only a fresh producer id makes the locks (and sequences) anew: the
+// attempt fails as retriable, and the next one asks for it before it takes
+// any lock, once every request of this one has settled (kafkajs's own would
+// otherwise release a lock that is gone), so that the first send after the
+// pollution is gone succeeds.
+function unpoisoned (eosManager, dir) {
+  const guarded = Object.create(eosManager)
+  let poisoned = false
+  let renewal = null
+  guarded.acquireBrokerLock = async function (broker) {
+    if (poisoned) {
+      poisoned = false
+      renewal = eosManager.initProducerId().finally(() => { renewal = null })
+    }
+    if (renewal !== null) await renewal
+    try {
+      return await eosManager.acquireBrokerLock(broker)
+    } catch (error) {
+      if (!(error instanceof TypeError) || !eosManager.isInitialized() || eosManager.isTransactional()) throw error
+      poisoned = true
+      const { KafkaJSError } = require(path.join(dir, 'src', 'errors'))
+      throw new KafkaJSError(error, { retriable: true, cause: error })
+    }
+  }
+  return guarded
+}
+
+// wrapProducer()'s check: whether the producer was made by a corrected
+// kafkajs. One that was not keeps the retry that can acknowledge unwritten
+// messages of a call spanning brokers, so wrapProducer() never merges calls
+// for it; said once, unless the operator turned the patch off.
 function checkProducer (producer) {
   const s = state()
-  if (s.status === 'off') return
   kafkajsPatchStatus()
   let logger
   try {
     logger = producer.logger()
   } catch {}
-  if (s.loggers.has(logger)) return
-  warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): its retry can acknowledge unwritten messages on a cluster. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
+  if (s.loggers.has(logger)) return true
+  if (s.status !== 'off') warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): it sends each call as kafkajs does, in a request of its own, without batching. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
+  return false
 }
 
 // kafkajs's own export of a file whose require.cache entry is ours, loaded
@@ -569,4 +601,4 @@ function ensureKafkajsPatch (env = process.env) {
   installKafkajsPatch()
 }
 
-module.exports = { installKafkajsPatch, checkProducer, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, kOutcome, KNOWN }
+module.exports = { installKafkajsPatch, checkProducer, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, createSendMessagesFactory, unpoisoned, kOutcome, KNOWN }
