@@ -8,6 +8,7 @@ const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer, kOutcome } = requ
 const { NO_METADATA, Unwritten, ownEntries, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
 const { librdkafkaClientOf } = require('./librdkafka')
+const { isPlatformaticProducer, wrapPlatformatic } = require('./platformatic')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_TIMEOUT, describe } = require('../core/errors')
 
 // Defaults, and why, are in docs/kafka.md's options table; a test keeps the two equal.
@@ -545,6 +546,7 @@ function wrapProducer (producer, options) {
   }
   const client = librdkafkaClientOf(producer)
   if (client !== null) throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, client)
+  if (isPlatformaticProducer(producer)) return wrapPlatformatic(producer, resolved)
   if (typeof producer.sendBatch !== 'function') {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer())')
   }
