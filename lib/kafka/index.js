@@ -544,14 +544,14 @@ function wrapProducer (producer, options) {
   if (producer === null || typeof producer !== 'object') {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer())')
   }
+  if (producer[kWrapped] === true) {
+    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
+  }
   const client = librdkafkaClientOf(producer)
   if (client !== null) throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, client)
   if (isPlatformaticProducer(producer)) return wrapPlatformatic(producer, resolved)
   if (typeof producer.sendBatch !== 'function') {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer())')
-  }
-  if (producer[kWrapped] === true) {
-    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
   }
   ensureKafkajsPatch()
   checkProducer(producer)
