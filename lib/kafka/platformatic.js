@@ -163,14 +163,20 @@ class PlatformaticProducer {
   #enqueue (options) {
     const method = 'send()'
     if (this.#batcher.closed) return refuse(new ERR_IO_HYGIENE_CLOSED(`${method}: the kafka producer`))
-    if (options === null || typeof options !== 'object' || !Array.isArray(options.messages)) {
+    // Each own property read once: a getter's second answer cannot differ.
+    const messages = options?.messages
+    if (options === null || typeof options !== 'object' || !Array.isArray(messages)) {
       return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, '"messages" must be an array'))
     }
-    const messages = options.messages
     let requestOptions = null
     let requestKey = ''
+    let partitioner
     for (const key of Object.keys(options)) {
-      if (key === 'messages' || key === 'partitioner') continue
+      if (key === 'messages') continue
+      if (key === 'partitioner') {
+        partitioner = options.partitioner
+        continue
+      }
       if (!REQUEST_KEYS.includes(key)) return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, `unknown option ${describe(key)}`))
       const value = options[key]
       if (value === undefined) continue
@@ -178,7 +184,6 @@ class PlatformaticProducer {
       requestOptions[key] = value
       requestKey += `${key}=${String(value)}|`
     }
-    const partitioner = options.partitioner
     if (partitioner !== undefined && typeof partitioner !== 'function') {
       return refuse(new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, '"partitioner" must be a function'))
     }
