@@ -117,6 +117,38 @@ t.test('deadlines: a send no broker takes rejects at deliveryTimeoutMs, and clos
   t.equal(producer.closed, true)
 })
 
+t.test('a send() that never calls back is given up on at deliveryTimeoutMs, and its topic goes on', async (t) => {
+  // A server that takes connections and never answers: with its own
+  // request timeout at ten minutes, @platformatic/kafka waits that long.
+  const sockets = new Set()
+  const server = require('node:net').createServer((socket) => { sockets.add(socket) })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy()
+    server.close()
+  })
+  const raw = new Producer({ clientId: 'io-hygiene-test', bootstrapBrokers: [`127.0.0.1:${server.address().port}`], retries: 0, timeout: 600_000 })
+  t.teardown(() => raw.close(true))
+  const spied = { calls: 0 }
+  const send = raw.send
+  raw.send = function (...args) {
+    spied.calls++
+    return send.apply(this, args)
+  }
+  const producer = wrapProducer(raw, { flushOnSignals: false, deliveryTimeoutMs: 300 })
+  await t.rejects(producer.send({ messages: [{ topic: 'silent', value: Buffer.from('x') }] }), { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' })
+  // Sends queued behind the one that never called back expire unsent, until
+  // it is given up on; then the next one is sent (bounded: 50 tries).
+  let last
+  for (let i = 0; i < 50 && spied.calls < 2; i++) {
+    last = await producer.send({ messages: [{ topic: 'silent', value: Buffer.from(`y${i}`) }] }).catch((error) => error)
+  }
+  t.equal(spied.calls, 2, 'a later send() went out')
+  t.match(last, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: 'unknown' }, 'and says it may have been written')
+  await producer.close({ timeoutMs: 5000 })
+  t.equal(producer.stats().batchesInFlight, 0, 'nothing holds the topic')
+})
+
 t.test('what plain send() refuses is refused for its own call only', async (t) => {
   const topic = await createTopic(1)
   const { raw, requests } = spiedProducer(t)

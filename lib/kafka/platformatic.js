@@ -12,6 +12,7 @@ const { Unwritten, writtenOf, rejection, refuse, settledOne } = require('./outco
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_TIMEOUT, describe } = require('../core/errors')
 
 const kWrapped = Symbol.for('io-hygiene.kafka.wrapped.v1')
+const kUnsettled = Symbol('an attempt that did not settle')
 const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/
 // What a record costs besides its key, value and headers (an upper bound of
 // its varints and attributes), for the byte caps.
@@ -123,6 +124,7 @@ class PlatformaticProducer {
   #producer
   #batcher
   #maxBatchBytes
+  #attemptTimeoutMs
   #inFlight = 0
   #kicked = false
   #unwritten = 0
@@ -130,6 +132,9 @@ class PlatformaticProducer {
   constructor (producer, options) {
     this.#producer = producer
     this.#maxBatchBytes = options.maxBatchBytes
+    // A second past the deadline of every message an attempt carries: they
+    // are rejected by then, with ERR_IO_HYGIENE_DELIVERY_TIMEOUT.
+    this.#attemptTimeoutMs = Math.min(options.deliveryTimeoutMs + 1_000, 2 ** 31 - 1)
     this[kWrapped] = true
     // One request in flight per topic (a group), so each partition's order
     // is call order, also across retries; topics apart, so that a topic the
@@ -335,13 +340,14 @@ class PlatformaticProducer {
     let result
     let failure = null
     try {
-      result = await this.#producer.send(request)
+      result = await this.#bounded(this.#producer.send(request))
     } catch (error) {
       failure = error
       // What the destinations that answered wrote. Without it the request
       // failed before any Produce request went out (its metadata, say).
       result = error?.produced
-      if (result === undefined || isEncodingFailure(error)) for (const item of sent) item.sends--
+      if ((result === undefined && error !== kUnsettled) || isEncodingFailure(error)) for (const item of sent) item.sends--
+      if (error === kUnsettled) failure = new ERR_IO_HYGIENE_TIMEOUT('an @platformatic/kafka send()', this.#attemptTimeoutMs)
     }
     const all = this.#settle(sent, result, failure, options?.acks)
     // Refused for good once its Produce requests were being made (a value
@@ -386,6 +392,15 @@ class PlatformaticProducer {
       out.push(...results)
     }
     return out
+  }
+
+  // A send() that never calls back would hold its topic's queue for good
+  // (one request in flight per topic): once every message it carries has
+  // expired, it is given up on, as possibly written. Ref'd: a close() awaits it.
+  #bounded (sending) {
+    let timer
+    const late = new Promise((resolve, reject) => { timer = setTimeout(reject, this.#attemptTimeoutMs, kUnsettled) })
+    return Promise.race([sending, late]).finally(() => clearTimeout(timer))
   }
 
   // Marks each message of the attempt written, with its own offset: its
