@@ -542,7 +542,7 @@ function wrapProducer (producer, options) {
   const resolved = resolve(where, spec, options)
   checkLimits(where, resolved)
   if (producer === null || typeof producer !== 'object') {
-    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer())')
+    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer()) or an @platformatic/kafka Producer')
   }
   if (producer[kWrapped] === true) {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
@@ -551,7 +551,7 @@ function wrapProducer (producer, options) {
   if (client !== null) throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, client)
   if (isPlatformaticProducer(producer)) return wrapPlatformatic(producer, resolved)
   if (typeof producer.sendBatch !== 'function') {
-    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer())')
+    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer()) or an @platformatic/kafka Producer')
   }
   ensureKafkajsPatch()
   checkProducer(producer)
