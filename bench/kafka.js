@@ -17,7 +17,8 @@
 //                 handed over meanwhile could be written first)
 //   io-hygiene@lingerMs=0+maxBatchItems=500  wrapProducer() options, to
 //                 compare settings in one run
-// Scenarios: `wrapper-cost` (no broker: the wrapper's own CPU per message,
+// Scenarios: `platformatic` (the throughput workload on @platformatic/kafka:
+// bench/kafka-platformatic.js), `wrapper-cost` (no broker: the wrapper's own CPU per message,
 // see wrapperCost()), `throughput` (50,000 messages of ~100 bytes, acks=-1,
 // 1,000 sends in flight) and `restart` (the same, with the broker stopped
 // for 15 s and started again after a fifth of the messages were
@@ -51,12 +52,13 @@ const { requestSampler, percentile, round, report } = require('./common')
 const { startKafka, startKafkaCluster, consumeAll } = require('../test/helpers/kafka-broker')
 const { leaderMove, MOVES } = require('../test/helpers/leader-move')
 const { wrapProducer } = require('../lib/kafka')
+const { platformaticScenario, platformaticTargets, platformaticNote } = require('./kafka-platformatic')
 
 const quick = process.argv.includes('--quick')
 const MESSAGES = Number(process.env.KAFKA_BENCH_MESSAGES ?? (quick ? 10_000 : 50_000))
 const OUTAGE_MS = Number(process.env.KAFKA_BENCH_OUTAGE_MS ?? (quick ? 5_000 : 15_000))
 // KAFKA_BENCH_SCENARIOS=throughput runs a subset, for quicker iterations.
-const SCENARIOS = (process.env.KAFKA_BENCH_SCENARIOS ?? 'wrapper-cost,throughput,restart,leader-move').split(',')
+const SCENARIOS = (process.env.KAFKA_BENCH_SCENARIOS ?? 'wrapper-cost,throughput,platformatic,restart,leader-move').split(',')
 const LABELS = (process.env.KAFKA_BENCH_LABELS ?? 'baseline,io-hygiene,hand-batched,hand-batched-idempotent').split(',')
 // wrapper-cost: sends per run, and runs per label (rotated, median).
 const COST_MESSAGES = Number(process.env.KAFKA_BENCH_COST_MESSAGES ?? (quick ? 50_000 : 200_000))
@@ -523,6 +525,11 @@ async function attempt (name, run) {
 // A single-broker scenario (throughput or restart): repeated with the labels
 // rotated (throughput), each label reporting its run of median msg/s.
 async function singleScenario (scenario, { kafka, patchedKafka, broker }) {
+  // Other clients' rows, on the same broker (bench/kafka-platformatic.js);
+  // skipped, with a line saying so, where the client is not installed.
+  if (scenario === 'platformatic') {
+    return platformaticScenario({ kafka, broker, repeats: REPEATS, messages: MESSAGES, inFlight: IN_FLIGHT, partitions: PARTITIONS, warmUpMessages: WARM_UP_MESSAGES, settleMs: SETTLE_MS, drive, value, gc, log: (line) => { if (!json) process.stderr.write(line) } })
+  }
   // throughput is repeated with the labels rotated, and each label
   // reports its run of median msg/s: on a shared machine one run of each
   // compares whatever moments they happened to get. restart is about
@@ -580,7 +587,10 @@ async function main () {
     const config = { ...logConfig, brokers: broker.brokers }
     const env = { kafka: new plain.Kafka(config), patchedKafka: new patched.Kafka(config), broker }
     try {
-      for (const scenario of single) scenarios.push(await attempt(scenario, () => singleScenario(scenario, env)))
+      for (const scenario of single) {
+        const result = await attempt(scenario, () => singleScenario(scenario, env))
+        if (result !== null) scenarios.push(result) // null: a client not installed
+      }
     } finally {
       await broker.close()
       for (const signal of ['SIGINT', 'SIGTERM']) process.off(signal, onSignal)
@@ -608,6 +618,7 @@ async function main () {
       `eventLoopStallPerBatchMs io-hygiene/hand-batched-idempotent ${stallRatio}x (target <= 0.2).`)
     if (throughput.spread) notes.push(`throughput msg/s of every run, lowest first: ${throughput.spread}.`)
   }
+  notes.push(...platformaticNote(scenarios.find((s) => s.name === 'platformatic')))
   for (const scenario of scenarios) delete scenario.spread
   for (const s of failed) notes.push(`scenario ${s.name} FAILED: ${s.failed}`)
   // Judged here, and said in the table as well as in the JSON.
@@ -665,6 +676,7 @@ function targets (scenarios) {
     out.push({ name: 'throughput: msg/s >= 8x baseline', holds: speed >= 8, measured: `${speed}x` })
   }
   if (ioh) out.push({ name: 'throughput: nothing out of order', holds: ioh.outOfOrder === 0, measured: `${ioh.outOfOrder}` })
+  out.push(...platformaticTargets(scenarios.find((s) => s.name === 'platformatic')))
   const moved = rows('leader-move').find((r) => r.label === 'io-hygiene')
   if (moved) {
     const fields = ['lost', 'duplicated', 'outOfOrder', 'rejected', 'ackedNotInTopic']

@@ -219,6 +219,10 @@ const CONTEXTS = {
     replace: [["'kafka:9092'", `'${await kafkaBroker()}'`]],
     check: async (t, { stdout }) => t.same(lines(stdout), ['patched'], 'sent on the corrected kafkajs'),
   }),
+  'platformatic-kafka': async () => ({
+    replace: [["'kafka:9092'", `'${await kafkaBroker()}'`]],
+    check: async (t, { stdout }) => t.same(lines(stdout), ['bigint'], 'sent, with its own offset'),
+  }),
   statsd: async (t) => {
     const r = await statsdReceiver(t)
     return {

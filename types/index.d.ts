@@ -17,6 +17,7 @@ export type ErrorCode =
   | 'ERR_IO_HYGIENE_CLOSED'
   | 'ERR_IO_HYGIENE_NOT_CONNECTED'
   | 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED'
+  | 'ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER'
   | 'ERR_IO_HYGIENE_TIMEOUT'
   | 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT'
   | 'ERR_IO_HYGIENE_ITEM_TOO_LARGE'
@@ -571,6 +572,68 @@ export interface WrappedProducer<P extends KafkaProducerLike = KafkaProducerLike
   isIdempotent(): boolean
 }
 
+/** What wrapProducer() needs of an @platformatic/kafka producer (its Producer, structurally). */
+export interface PlatformaticProducerLike {
+  send(options: any, callback?: any): any
+  asStream(options?: any): any
+  initIdempotentProducer(options: any, callback?: any): any
+  getSendTopicPartitions(options: any): Map<string, Set<number>>
+  beginTransaction(options?: any, callback?: any): any
+  metadata(options: any, callback?: any): any
+  close(force?: any, callback?: any): any
+  on(event: string | symbol, listener: (...args: any[]) => void): unknown
+  once(event: string | symbol, listener: (...args: any[]) => void): unknown
+  off(event: string | symbol, listener: (...args: any[]) => void): unknown
+}
+
+/** @platformatic/kafka's ProduceResult for the call's own messages. */
+export interface PlatformaticProduceResult {
+  /** One per partition of the call's messages: the offset of its first message there. */
+  offsets?: Array<{ topic: string; partition: number; offset: bigint }>
+  /** At acks 0. */
+  unwritableNodes?: number[]
+}
+
+/** A message as @platformatic/kafka's send() takes it; key and value go through its serializers. */
+export interface PlatformaticMessage {
+  topic: string
+  key?: unknown
+  value: unknown
+  partition?: number
+  headers?: Map<unknown, unknown> | Record<string, unknown>
+  timestamp?: bigint
+  metadata?: unknown
+}
+
+export interface PlatformaticSendOptions {
+  messages: PlatformaticMessage[]
+  acks?: number
+  compression?: string
+  idempotent?: boolean
+  autocreateTopics?: boolean
+  repeatOnStaleMetadata?: boolean
+  producerId?: bigint
+  producerEpoch?: number
+  partitioner?: (message: any, key: Buffer | undefined, context: any) => number
+}
+
+export interface WrappedPlatformaticProducer<P extends PlatformaticProducerLike = PlatformaticProducerLike> {
+  send(options: PlatformaticSendOptions): Promise<PlatformaticProduceResult>
+  send(options: PlatformaticSendOptions, callback: (error: KafkaSendError | null, result?: PlatformaticProduceResult) => void): void
+  flush(options?: { timeoutMs?: number | null }): Promise<void>
+  /** Flushes, then closes the producer; `force` is @platformatic/kafka's own. */
+  close(options?: boolean | { timeoutMs?: number | null; force?: boolean }): Promise<void>
+  readonly closed: boolean
+  stats(): BatcherStats
+  beginTransaction: P['beginTransaction']
+  asStream: P['asStream']
+  metadata: P['metadata']
+  on(event: string | symbol, listener: (...args: any[]) => void): this
+  once(event: string | symbol, listener: (...args: any[]) => void): this
+  off(event: string | symbol, listener: (...args: any[]) => void): this
+}
+
+export declare function wrapProducer<P extends PlatformaticProducerLike>(producer: P, options?: WrapProducerOptions): WrappedPlatformaticProducer<P>
 export declare function wrapProducer<P extends KafkaProducerLike>(producer: P, options?: WrapProducerOptions): WrappedProducer<P>
 
 // monitor

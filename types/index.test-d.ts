@@ -67,6 +67,14 @@ expectError(createStatsd({ isChild: true }))
 createStatsd({ global_tags: ['env:test'] })
 createStatsd({ maxBufferSize: null })
 
+declare const platformaticProducer: import('@platformatic/kafka').Producer<string, string, string, string>
+const wrappedPlatformatic = wrapProducer(platformaticProducer, { lingerMs: 5 })
+expectType<Promise<import('.').PlatformaticProduceResult>>(wrappedPlatformatic.send({ messages: [{ topic: 't', key: 'k', value: 'v' }], acks: -1 }))
+expectType<bigint | undefined>((await wrappedPlatformatic.send({ messages: [{ topic: 't', value: 'v' }] })).offsets?.[0].offset)
+expectType<Promise<void>>(wrappedPlatformatic.close({ timeoutMs: 1000 }))
+expectError(wrappedPlatformatic.send({ messages: [{ value: 'v' }] }))
+expectError(wrappedPlatformatic.sendBatch)
+
 declare const kafkajsProducer: import('kafkajs').Producer
 const producer = wrapProducer(kafkajsProducer, { lingerMs: 5, maxBatchItems: 500 })
 expectType<'patched' | 'off' | 'not-installed' | 'not-found' | 'loaded-too-early' | 'unknown-version'>(producer.stats().kafkajsPatch)

@@ -105,6 +105,12 @@ const ERR_IO_HYGIENE_KAFKA_SEND_FAILED = createError(
   Error,
   { showCause: true }
 )
+// A producer wrapProducer() must not batch: `client` is ours, never the caller's text.
+const ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER = createError(
+  'ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER',
+  (where, client) => `${where}: ${client} is built on librdkafka, which batches each partition's messages itself (linger.ms, batch.size): send on it unwrapped, and set linger.ms for the latency an idle caller can pay (docs/kafka.md, "librdkafka producers")`,
+  TypeError
+)
 const ERR_IO_HYGIENE_ITEM_TOO_LARGE = createError(
   'ERR_IO_HYGIENE_ITEM_TOO_LARGE',
   (what, bytes, max) => `${what}: an item of ${bytes} bytes can never fit in a batch of maxBatchBytes ${max}`,
@@ -212,6 +218,7 @@ module.exports = {
   ERR_IO_HYGIENE_DELIVERY_TIMEOUT,
   ERR_IO_HYGIENE_NOT_CONNECTED,
   ERR_IO_HYGIENE_KAFKA_SEND_FAILED,
+  ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER,
   ERR_IO_HYGIENE_ITEM_TOO_LARGE,
   ERR_IO_HYGIENE_INVALID_RESULT,
   ERR_IO_HYGIENE_MISSING_PEER,

@@ -7,7 +7,9 @@ const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer, kOutcome } = require('./kafkajs-patch')
 const { NO_METADATA, Unwritten, ownEntries, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_TIMEOUT, describe } = require('../core/errors')
+const { librdkafkaClientOf } = require('./librdkafka')
+const { isPlatformaticProducer, wrapPlatformatic } = require('./platformatic')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_TIMEOUT, describe } = require('../core/errors')
 
 // Defaults, and why, are in docs/kafka.md's options table; a test keeps the two equal.
 const spec = {
@@ -584,11 +586,17 @@ class WrappedProducer {
 function wrapProducer (producer, options) {
   const resolved = resolve(where, spec, options)
   checkLimits(where, resolved)
-  if (producer === null || typeof producer !== 'object' || typeof producer.sendBatch !== 'function') {
-    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer())')
+  if (producer === null || typeof producer !== 'object') {
+    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer()) or an @platformatic/kafka Producer')
   }
   if (producer[kWrapped] === true) {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
+  }
+  const client = librdkafkaClientOf(producer)
+  if (client !== null) throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, client)
+  if (isPlatformaticProducer(producer)) return wrapPlatformatic(producer, resolved)
+  if (typeof producer.sendBatch !== 'function') {
+    throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer()) or an @platformatic/kafka Producer')
   }
   ensureKafkajsPatch()
   return new WrappedProducer(producer, resolved, checkProducer(producer))
