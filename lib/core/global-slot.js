@@ -6,6 +6,22 @@
 // keeps its own value, and works on alone.
 const own = new Map()
 
+// The timer functions and clock as they were when io-hygiene loaded
+// (lib/core/timers.js, which hands them out, says why). Read here because
+// every entry point loads this file first: timers.js itself then loads with
+// the first feature that waits, not with every process's start.
+const timers = require('node:timers')
+const realTimers = {
+  setTimeout: timers.setTimeout,
+  clearTimeout: timers.clearTimeout,
+  setInterval: timers.setInterval,
+  clearInterval: timers.clearInterval,
+  setImmediate: timers.setImmediate,
+  clearImmediate: timers.clearImmediate,
+  hrtime: process.hrtime.bigint,
+  dateNow: Date.now,
+}
+
 function getSlot (key) {
   return own.has(key) ? own.get(key) : globalThis[key]
 }
@@ -43,4 +59,4 @@ function sharedSlot (key, make) {
   return value
 }
 
-module.exports = { getSlot, setSlot, setLazySlot, deleteSlot, sharedSlot }
+module.exports = { getSlot, setSlot, setLazySlot, deleteSlot, sharedSlot, realTimers }
