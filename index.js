@@ -4,10 +4,9 @@
 // for the modules it turns on, and the rest loads at its first call. The
 // exports stay one object literal, so that `import { wrapProducer } from
 // 'io-hygiene'` finds every name.
+// io-hygiene's own waits keep real time under a test's fake timers: the
+// real ones are read as install.js loads (lib/core/timers.js says why).
 const { install, uninstall, installed } = require('./lib/install')
-// io-hygiene's own waits keep real time under a test's fake timers: read
-// the real ones as the package loads (lib/core/timers.js says why).
-require('./lib/core/timers')
 
 // A function that loads its module at its first call and hands it the call;
 // later calls go straight to the module's function.

@@ -7,7 +7,8 @@ const errors = () => require('./core/errors')
 
 // The modules install() applies, in this order. Each one has a spec (its
 // options, validated before anything is touched) and an apply(cfg) that
-// changes process state and returns { value, undo }.
+// changes process state and returns { value, undo } (`value` may be a
+// getter: made at its first read).
 const modules = [
   // First, and cheap: kafkajs's producer captures the files it corrects when
   // it loads, so they must be in place before the application requires it.
@@ -141,9 +142,9 @@ function installFrom (options, origin, how = { preloaded: false }) {
         handle[mod.name] = null
         continue
       }
-      const { value, undo } = mod.apply(resolved[mod.name], how)
-      undos.push(undo)
-      handle[mod.name] = value
+      const applied = mod.apply(resolved[mod.name], how)
+      undos.push(applied.undo)
+      setValue(handle, mod.name, applied)
     }
   } catch (err) {
     for (const undo of undos.reverse()) undo()
@@ -151,6 +152,25 @@ function installFrom (options, origin, how = { preloaded: false }) {
   }
   setSlot(kState, { resolved, handle, undos, origin })
   return handle
+}
+
+// A module's value on the handle. One made at its first read (the dns
+// cache, made at the first lookup) stays unmade until someone asks for it.
+function setValue (handle, name, applied) {
+  const { get, value } = Object.getOwnPropertyDescriptor(applied, 'value')
+  if (get === undefined) {
+    handle[name] = value
+    return
+  }
+  Object.defineProperty(handle, name, {
+    enumerable: true,
+    configurable: true,
+    get () {
+      const made = get.call(applied)
+      Object.defineProperty(handle, name, { value: made, writable: true, enumerable: true, configurable: true })
+      return made
+    },
+  })
 }
 
 // What the running modules can still take from a second install()'s options;
@@ -163,8 +183,9 @@ function attach (current, resolved) {
   const refused = []
   const now = { ...current.resolved }
   for (const mod of modules) {
+    if (mod.attach === undefined) continue
     const value = current.handle[mod.name]
-    if (mod.attach === undefined || !value || !resolved[mod.name]) continue
+    if (!value || !resolved[mod.name]) continue
     let inUse
     try {
       inUse = mod.attach(value, resolved[mod.name])

@@ -433,7 +433,7 @@ t.test('a misspelt or invalid variable fails start-up, naming it', async (t) => 
 })
 
 // What a process loads at start is what it pays for at start (bench/overhead.js
-// `startup`): install() with the defaults loads the dns hot path and the http
+// `startup`): install() with the defaults loads the dns patch and the http
 // slot, and nothing a first lookup or another module would load on its own.
 t.test('install() loads only what its modules need before their first use', async (t) => {
   // Builtins are counted as io-hygiene's own files ask for them: the test
@@ -472,12 +472,47 @@ t.test('install() loads only what its modules need before their first use', asyn
     for (const builtin of ['net', 'dgram', 'diagnostics_channel']) t.notOk(out[when].builtins.includes(builtin), `${when}: node:${builtin} not asked for`)
     t.notOk(out[when].files.includes('@opentelemetry'), `${when}: no @opentelemetry module`)
   }
-  t.ok(out.atStart.files.includes('lib/dns/cache.js'), 'the cache itself is there')
+  for (const file of ['lib/dns/cache.js', 'lib/dns/lookup.js']) t.notOk(out.atStart.files.includes(file), `atStart: ${file} waits for the first lookup`)
   t.ok(out.atStart.builtins.includes('dns'), 'node:dns is asked for, to be patched')
   t.equal(out.address, '127.0.0.1', 'the first lookup answers')
-  for (const file of ['lru-cache', 'lib/dns/upstream.js', 'lib/dns/ip.js', 'lib/core/diagnostics.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
+  for (const file of ['lib/dns/cache.js', 'lib/dns/lookup.js', 'lru-cache', 'lib/dns/upstream.js', 'lib/dns/ip.js', 'lib/core/diagnostics.js']) t.ok(out.afterLookup.files.includes(file), `${file} loaded by the first lookup`)
   for (const builtin of ['net', 'diagnostics_channel']) t.ok(out.afterLookup.builtins.includes(builtin), `node:${builtin}, by the first lookup`)
   t.notOk(out.afterLookup.files.includes('@opentelemetry'), 'nor any @opentelemetry module after it')
+})
+
+// dns.lookup and dns.promises.lookup are patched at install() with stand-ins
+// that make the cache at their first call: each looks as the function it
+// replaces does, before and after that call, and options are still refused
+// by install(), not by the first lookup.
+t.test('the patched lookups look like the originals before the cache is made', async (t) => {
+  const script = `
+    const dns = require('node:dns')
+    const util = require('node:util')
+    const shape = (fn) => ({ name: fn.name, length: fn.length, keys: Reflect.ownKeys(fn).map(String), promisified: util.promisify(fn).name })
+    const before = [shape(dns.lookup), shape(dns.promises.lookup)]
+    const { install } = require('io-hygiene')
+    let refused = null
+    try { install({ dns: { minTtlMs: 5000, maxTtlMs: 1000 } }) } catch (err) { refused = err.code }
+    const handle = install()
+    const patched = [shape(dns.lookup), shape(dns.promises.lookup)]
+    const loaded = () => Object.keys(require.cache).some((f) => f.endsWith('lib/dns/cache.js'))
+    const atInstall = loaded()
+    util.promisify(dns.lookup)('localhost', { family: 4 }).then(async (answer) => {
+      const second = await dns.promises.lookup('localhost', { family: 4 })
+      process.stdout.write(JSON.stringify({ before, patched, refused, atInstall, afterLookup: loaded(), answer, second, stats: handle.dns.stats(), after: [shape(dns.lookup), shape(dns.promises.lookup)] }))
+    })
+  `
+  const { code, out, stderr } = await run(['-e', script])
+  t.equal(code, 0, stderr)
+  t.equal(out.refused, 'ERR_IO_HYGIENE_CONFLICTING_OPTIONS', 'a conflict is refused by install()')
+  t.same(out.patched, out.before, 'name, length, own keys (the promisify symbol) as the originals\'')
+  t.same(out.after, out.before, 'and the same after the first lookup')
+  t.equal(out.atInstall, false, 'no cache at install()')
+  t.equal(out.afterLookup, true, 'the first lookup made it')
+  t.same(out.answer, { address: '127.0.0.1', family: 4 }, 'util.promisify(dns.lookup) resolves as Node\'s')
+  t.same(out.second, { address: '127.0.0.1', family: 4 })
+  t.equal(out.stats.misses, 1, 'the first lookup was the cache\'s')
+  t.equal(out.stats.hits, 1, 'and dns.promises.lookup answered from the same cache')
 })
 
 // Each file a process loads at start costs it a fraction of a millisecond
@@ -485,8 +520,11 @@ t.test('install() loads only what its modules need before their first use', asyn
 // and -r io-hygiene/register load before any first use are these, and a
 // file added to them is a decision, not a drift.
 t.test('install() and -r io-hygiene/register load exactly the start-up files', async (t) => {
-  const features = ['lib/install.js', 'lib/core/global-slot.js', 'lib/core/options.js', 'lib/core/timers.js', 'lib/core/patch.js',
-    'lib/kafka/kafkajs-patch.js', 'lib/dns/index.js', 'lib/dns/cache.js', 'lib/dns/lookup.js', 'lib/http/index.js']
+  // The dns cache (lib/dns/cache.js, lib/dns/lookup.js) loads at the first
+  // lookup; lib/core/timers.js with the first feature that waits (the real
+  // timers are read by lib/core/global-slot.js).
+  const features = ['lib/install.js', 'lib/core/global-slot.js', 'lib/core/options.js', 'lib/core/patch.js',
+    'lib/kafka/kafkajs-patch.js', 'lib/dns/index.js', 'lib/http/index.js']
   // Our own files in require.cache, after `first` has run.
   const listing = (first) => `
     ${first}

@@ -3,11 +3,9 @@
 // The dns module: its options, the cache that stands in for dns.lookup and
 // dns.promises.lookup, and the patch that puts it there.
 
-const { getSlot, setSlot, deleteSlot } = require('../core/global-slot')
+const { getSlot, setLazySlot, deleteSlot } = require('../core/global-slot')
 const dns = require('node:dns')
 const { syncBuiltinESMExports } = require('node:module')
-const { DnsCache } = require('./cache')
-const { createLookup, createPromiseLookup } = require('./lookup')
 const { integer, timerMs, stringArray, nullable, string, resolve } = require('../core/options')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('../core/errors')
@@ -78,20 +76,21 @@ function check (resolved, where) {
 // The cache asks whatever dns.lookup is when it is made (past any io-hygiene
 // wrapper, so never itself; a second copy of io-hygiene recognises the
 // first's), another library's wrapper included. lookupAsync is made on first
-// use, from whatever dns.promises.lookup is then (install() uses it at once):
-// reading dns.promises loads Node's promise resolver, which a cache used only
-// with callbacks (statsd's) never needs.
+// use, from whatever dns.promises.lookup is then: reading dns.promises loads
+// Node's promise resolver, which a cache used only with callbacks (statsd's)
+// never needs. installDns() passes both originals, read when it patched.
 // `installed`: the cache answers dns.lookup, so sockets connect to the
 // addresses it gives out, and a failed connection tells it its answer may be
 // out of date (connect-failures.js).
-function build (resolved, installed = false) {
-  const systemLookup = originalOf(dns.lookup)
+function build (resolved, installed = false, systemLookup = originalOf(dns.lookup), promiseLookup = null) {
+  const { DnsCache } = require('./cache')
+  const { createLookup, createPromiseLookup } = require('./lookup')
   const cache = new DnsCache(resolved, systemLookup, installed)
   cache.lookup = createLookup(cache, systemLookup)
   let lookupAsync = null
   return Object.defineProperty(cache, 'lookupAsync', {
     enumerable: true,
-    get: () => (lookupAsync ??= createPromiseLookup(cache, originalOf(dns.promises.lookup))),
+    get: () => (lookupAsync ??= createPromiseLookup(cache, promiseLookup ?? originalOf(dns.promises.lookup))),
   })
 }
 
@@ -104,24 +103,56 @@ function currentCache () {
   return cache === undefined || cache.closed === true ? null : cache
 }
 
-// Replaces dns.lookup and dns.promises.lookup; returns { value, undo }.
+// Replaces dns.lookup and dns.promises.lookup; returns { value, undo }. The
+// cache (cache.js, lookup.js) is made at its first use: the first lookup, or
+// the first read of the handle's `dns` or of currentCache(). A service pays
+// at start only for the patch. Options are checked before this is called.
 function installDns (resolved) {
-  const cache = build(resolved, true)
-  const undoLookup = wrap(dns, 'lookup', () => cache.lookup)
-  const undoPromise = wrap(dns.promises, 'lookup', () => cache.lookupAsync)
+  let cache = null
+  let closed = false
+  const serving = () => {
+    if (cache !== null) return cache
+    cache = build(resolved, true, systemLookup, promiseLookup)
+    if (closed) cache.close()
+    return cache
+  }
+  const systemLookup = originalOf(dns.lookup)
+  const promiseLookup = originalOf(dns.promises.lookup)
+  const undoLookup = wrap(dns, 'lookup', (original) => standIn(original, serving, 'lookup'))
+  const undoPromise = wrap(dns.promises, 'lookup', (original) => standIn(original, serving, 'lookupAsync'))
   syncBuiltinESMExports()
-  setSlot(kServing, cache)
+  const unread = setLazySlot(kServing, serving)
   function undo () {
-    if (getSlot(kServing) === cache) deleteSlot(kServing)
+    if (unread() || getSlot(kServing) === cache) deleteSlot(kServing)
     // A closed cache passes every call to the original, so a wrapper that
     // someone else still holds behaves as if we were gone.
-    cache.close()
+    closed = true
+    cache?.close()
     const a = undoLookup()
     const b = undoPromise()
     syncBuiltinESMExports()
     return a && b
   }
-  return { value: cache, undo }
+  return { get value () { return serving() }, undo }
+}
+
+// What dns.lookup (or dns.promises.lookup) is from install(): a function of
+// the original's name, length and own symbols (dns.lookup's promisify
+// symbol), that hands each call, as it came, to the cache's function, made at
+// the first call.
+function standIn (original, serving, which) {
+  let fn = null
+  const lookup = which === 'lookup'
+    ? function lookup (hostname, options, callback) {
+      return (fn ??= serving().lookup).apply(this, arguments)
+    }
+    : function lookup (hostname, options) {
+      return (fn ??= serving().lookupAsync).apply(this, arguments)
+    }
+  for (const symbol of Object.getOwnPropertySymbols(original)) {
+    if (!Object.hasOwn(lookup, symbol)) Object.defineProperty(lookup, symbol, Object.getOwnPropertyDescriptor(original, symbol))
+  }
+  return lookup
 }
 
 module.exports = { spec, check, createDnsCache, installDns, currentCache }

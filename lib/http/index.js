@@ -3,8 +3,6 @@
 const { isDeepStrictEqual } = require('node:util')
 
 const { integer, timerMs, boolean, nullable } = require('../core/options')
-// Read the real timers now, at install(), before a test fakes them.
-require('../core/timers')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('../core/errors')
 
