@@ -18,6 +18,8 @@ const ours = createSendMessagesFactory(dir)
 const NOT_LEADER = 6
 const OUT_OF_ORDER = 45
 const MESSAGE_TOO_LARGE = 10
+const NOT_ENOUGH_REPLICAS = 19
+const INVALID_RECORD = 87
 
 // A cluster of brokers 1..3 whose leaders are `leaders[partition]`. Each
 // broker answers produce() through `script(broker, request, call)`, which may
@@ -40,11 +42,15 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
         for (const { partitions } of request.topicData) {
           for (const p of partitions) log.push([nodeId, p.partition, p.firstSequence, p.messages.map((m) => m.value)])
         }
+        // An array: the partitions answered; { errors }: every partition
+        // answered, these with an error code.
+        const errors = new Map(Object.entries(Array.isArray(answer) ? {} : answer?.errors ?? {}).map(([p, code]) => [Number(p), code]))
+        const answered = Array.isArray(answer) ? answer : undefined
         return {
           topics: request.topicData.map(({ topic, partitions }) => ({
             topicName: topic,
-            partitions: partitions.filter((p) => answer === undefined || answer.includes(p.partition))
-              .map((p) => ({ partition: p.partition, errorCode: 0, baseOffset: '0', logAppendTime: '-1', logStartOffset: '0' })),
+            partitions: partitions.filter((p) => answered === undefined || answered.includes(p.partition))
+              .map((p) => ({ partition: p.partition, errorCode: errors.get(p.partition) ?? 0, baseOffset: errors.has(p.partition) ? '-1' : '0', logAppendTime: '-1', logStartOffset: '0' })),
           })),
         }
       } finally {
@@ -333,7 +339,8 @@ t.test('each send of a batch resolves with its own partition\'s RecordMetadata, 
   const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
   const results = await Promise.all(['0', '1', '1'].map((key) => producer.send({ topic: 't', messages: [{ key, value: key }] })))
   t.same(results.map((r) => r.map((e) => e.partition)), [[0], [1], [1]])
-  t.ok(Object.isFrozen(results[1]) && results[1] === results[2], 'one frozen array per partition, shared by its callers')
+  t.ok(Object.isFrozen(results[1]) && Object.isFrozen(results[2][0]), 'frozen, entries too')
+  t.same(results.map((r) => r[0].baseOffset), ['0', '0', '1'], 'each caller its own record\'s offset: the partition batch\'s base offset + its place in the batch')
   const both = await producer.sendBatch({ topicMessages: [{ topic: 't', messages: [{ key: '1', value: 'x' }, { key: '0', value: 'y' }] }] })
   t.same(both.map((e) => e.partition), [1, 0], 'a call of several: the partitions of its messages')
   const blind = await Promise.all(['0', '1'].map((key) => producer.send({ topic: 't', acks: 0, messages: [{ key, value: key }] })))
@@ -387,4 +394,33 @@ t.test('the result lists the partitions in kafkajs\'s order, whichever broker an
   const theirs = await setup().make(original)(request([0, 1, 2]))
   const result = await setup().make(ours)(request([0, 1, 2]))
   t.same(result.map((e) => e.partition), theirs.map((e) => e.partition), 'by leader node id, as kafkajs 2.2.4')
+})
+
+t.test('a response is read partition by partition: one written is never sent again, one refused for a while goes again alone, with its own sequence numbers', async (t) => {
+  // Both partitions led by broker 1; its first answer refuses partition 1
+  // (too few in-sync replicas, retriable) and writes partition 0.
+  for (const idempotent of [false, true]) {
+    const s = scripted({
+      leaders: [1, 1],
+      idempotent,
+      script: (broker, _, call) => call === 1 ? { errors: { 1: NOT_ENOUGH_REPLICAS } } : undefined,
+    })
+    const result = await s.make(ours)(request())
+    t.same(covered(result), [0, 1], 'the call resolves once both are written')
+    t.same(s.log.map(([node, p, seq, values]) => [p, idempotent ? seq : 0, values]), [
+      [0, 0, ['0a', '0b']], [1, 0, ['1a', '1b']],
+      [1, 0, ['1a', '1b']],
+    ], `partition 0 sent once; partition 1 again alone${idempotent ? ', with the sequence numbers the broker refused' : ''}`)
+    if (idempotent) t.same([s.eos.getSequence('t', 0), s.eos.getSequence('t', 1)], [2, 2], 'each partition\'s next sequence is past its own records')
+  }
+})
+
+t.test('a partition refused for what it holds fails alone: the others are written, and wrapProducer() is told which', async (t) => {
+  const s = scripted({ leaders: [1, 1], idempotent: true, script: (broker, _, call) => call === 1 ? { errors: { 1: INVALID_RECORD } } : undefined })
+  const error = await s.make(ours)(request()).catch((e) => e)
+  t.equal(error.type, 'INVALID_RECORD', 'kafkajs\'s own callers: the call fails with the partition\'s error')
+  t.same(s.log.map(([, p]) => p), [0, 1], 'nothing sent twice')
+  t.same(error[kOutcome].entries.map((e) => e.partition), [0], 'partition 0 written')
+  t.same([...error[kOutcome].refused.keys()], ['t\u00001'], 'partition 1 refused, alone')
+  t.same([s.eos.getSequence('t', 0), s.eos.getSequence('t', 1)], [2, 0], 'the refused batch\'s sequence numbers given back')
 })
