@@ -17,7 +17,10 @@
 //   sequence numbers). Replaced by one that partitions a call once, sends each
 //   partition until a response covers it, retries only once every request of
 //   the attempt has settled, and gives an idempotent producer a fresh producer
-//   id when the broker lost its sequence state.
+//   id when the broker lost its sequence state. It reads each response
+//   partition by partition (kafkajs's parse throws at the first partition
+//   with an error, and what the broker wrote for the others goes again): a
+//   partition written is done, one refused goes again alone or fails alone.
 // - src/protocol/recordBatch/record/v0/index.js builds each record in a
 //   buffer of its own, most of a produced message's CPU: replaced by
 //   record-encoder.js, the same bytes written once.
@@ -50,14 +53,25 @@ const KNOWN = {
   'src/protocol/requests/produce/v3/request.js': '3112:867b241a2fa82b16',
   'src/protocol/recordBatch/header/v0/index.js': '247:240f1433de6d9826',
   'src/protocol/encoder.js': '10222:46b4bc84e756342b',
+  // What the corrected sendMessages sends its Produce request through, and
+  // the response it reads partition by partition (v7 is v6's).
+  'src/broker/index.js': '33041:ac95830527fbde3f',
+  'src/protocol/requests/produce/index.js': '2786:4f1c9cb4f60f2b10',
+  'src/protocol/requests/produce/v3/response.js': '1323:60da63fe86e413dd',
+  'src/protocol/requests/produce/v5/response.js': '1126:288ce361ff0c9d0f',
+  'src/protocol/requests/produce/v6/response.js': '1000:a033c292e70f374c',
 }
 
 // What a call leaves for wrapProducer(), on its result (a non-enumerable
 // property) and on its error: `assigned`, each messages array of the request
 // -> the partition of each message by its position (records, not objects:
-// one object may be sent twice, to two partitions); `pending`, the
-// "topic\0partition" keys no response covered; `entries`, the RecordMetadata
-// of those it did. A retry then sends the rest to the same partitions (the
+// one object may be sent twice, to two partitions), or NO_PARTITION /
+// PARTITIONER_THREW (`thrown`: message -> the partitioner's error);
+// `positions`, the same arrays -> each message's place in its partition's
+// batch; `pending`, the "topic\0partition" keys no response covered;
+// `entries`, the RecordMetadata of those it did; `refused`, the keys a
+// broker refused for good -> its error; `topics`, the topics the cluster
+// refused -> its error. A retry then sends the rest to the same partitions (the
 // idempotent producer's sequence numbers can then drop a copy the broker
 // wrote without answering), and each caller gets its own partition's entry.
 const kOutcome = Symbol.for('io-hygiene.kafkajs.outcome.v1')
@@ -545,7 +559,7 @@ function installAt (s, dir) {
   return putInPlace(s, dir)
 }
 
-// The entries go in at once, but the files' content is checked (nine files
+// The entries go in at once, but the files' content is checked (fourteen files
 // read and hashed, a millisecond a service pays at every start) only when
 // something first reads an entry's exports: kafkajs's producer as it loads,
 // anyone else reading require.cache, or kafkajsPatchStatus(). Node's CommonJS
