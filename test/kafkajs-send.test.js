@@ -424,3 +424,24 @@ t.test('a partition refused for what it holds fails alone: the others are writte
   t.same([...error[kOutcome].refused.keys()], ['t\u00001'], 'partition 1 refused, alone')
   t.same([s.eos.getSequence('t', 0), s.eos.getSequence('t', 1)], [2, 0], 'the refused batch\'s sequence numbers given back')
 })
+
+t.test('wrapProducer(): a partition refused for a while holds none of its batch-mates, and goes again alone', async (t) => {
+  // Both partitions led by broker 1; partition 1 has too few in-sync
+  // replicas until `healed`.
+  let healed = false
+  const s = scripted({ leaders: [1, 1], script: () => healed ? undefined : { errors: { 1: NOT_ENOUGH_REPLICAS } } })
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
+  const settled = []
+  const sends = ['0', '1', '0'].map((key, i) => producer.send({ topic: 't', messages: [{ key, value: `${key}-${i}` }] })
+    .then((value) => { settled.push(i); return value }))
+  await Promise.race(sends)
+  await Promise.all([sends[0], sends[2]])
+  t.same(settled, [0, 2], 'the callers of partition 0 resolve while partition 1 is still refused')
+  healed = true
+  const result = await sends[1]
+  t.same(result.map((e) => e.partition), [1], 'partition 1\'s caller resolves once it is written')
+  const writes = s.log.map(([, p, , values]) => [p, values])
+  t.same(writes.filter(([p]) => p === 0), [[0, ['0-0', '0-2']]], 'partition 0 sent once')
+  t.same(writes.filter(([p]) => p === 1).at(-1), [1, ['1-1']], 'partition 1 sent again alone')
+  await producer.disconnect()
+})

@@ -1,6 +1,6 @@
 'use strict'
 
-const { createBatcher, checkLimits, queueOptions, drainHooks } = require('../batch')
+const { createBatcher, checkLimits, queueOptions, drainHooks, Retry } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
@@ -439,6 +439,9 @@ class WrappedProducer {
       if (apart !== null) await this.#sendApart(apart)
       if (allSettled(items)) return fates(items)
       if (apart === null && isEncodingFailure(error)) return this.#produceApart(items, error)
+      // Transient for the rest: what is settled settles now, the rest goes
+      // again alone (the batcher's Retry).
+      if (isRetriable(error) && items.some((item) => item.written !== null)) return fates(items, error)
       // A failure for good that settled some of the batch: those keep their
       // own fates, the others reject with it.
       if (!isRetriable(error) && items.some((item) => item.written !== null)) {
@@ -453,13 +456,16 @@ class WrappedProducer {
     if (outcome !== undefined) {
       const apart = this.#settleAttempt(items, byTopic, outcome, acks)
       if (apart !== null) await this.#sendApart(apart)
-      // Resolved, yet a partition not covered: the rest goes again, as a retry.
-      if (!allSettled(items)) {
-        const error = new Error('the produce response did not cover every partition of its request')
+      if (allSettled(items)) return fates(items)
+      // Resolved, yet a partition not written: it goes again alone, as a
+      // retry, and the rest settles now.
+      let error = outcome.retry
+      if (error === null || error === undefined) {
+        error = new Error('the produce response did not cover every partition of its request')
         error.retriable = true
-        throw error
       }
-      return fates(items)
+      if (items.some((item) => item.written !== null)) return fates(items, error)
+      throw error
     }
     if (!retry) return results(items, metadata)
     // A retry: what an earlier attempt wrote keeps its own entries.
@@ -481,7 +487,7 @@ class WrappedProducer {
     for (const half of [items.slice(0, mid), items.slice(mid)]) {
       const results = await this.#produce(half)
       for (let i = 0; i < half.length; i++) {
-        half[i].written = results[i]
+        if (!(results[i] instanceof Retry)) half[i].written = results[i]
         out.push(results[i])
       }
     }
@@ -494,11 +500,17 @@ class WrappedProducer {
   // producer splits a batch and queues it again, down to the one message at
   // fault. The broker wrote nothing of a refused batch, so nothing is sent
   // twice, and the idempotent producer's sequence numbers were given back.
-  async #sendApart (items) {
-    const mid = items.length >>> 1
-    for (const half of [items.slice(0, mid), items.slice(mid)]) {
+  // The second half waits for the first: if some of the first is still to
+  // send, both go again later, in order, with the batch.
+  async #sendApart (halves) {
+    for (const half of halves) {
       const results = await this.#produce(half)
-      for (let i = 0; i < half.length; i++) half[i].written = results[i]
+      let leftover = false
+      for (let i = 0; i < half.length; i++) {
+        if (results[i] instanceof Retry) leftover = true
+        else half[i].written = results[i]
+      }
+      if (leftover) return
     }
   }
 
@@ -507,7 +519,8 @@ class WrappedProducer {
   // attempt, whose arrays were made anew, says nothing of it): written (its
   // own RecordMetadata: its partition, its record's offset), refused alone
   // (its topic, its partition, its partitioner), or assigned a partition
-  // still to write. Returns the messages to send again apart, or null.
+  // still to write. Returns the messages to send again apart (the two halves
+  // of each batch refused for a record), or null.
   #settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown }, acks) {
     const own = ownEntries(entries)
     let lastTopic = null
@@ -570,10 +583,13 @@ class WrappedProducer {
     for (const [key, list] of refusals) {
       const error = refused.get(key)
       if (list.length > 1 && RECORD_REFUSED.has(error.type)) {
-        apart ??= []
-        for (const item of list) {
-          item.refusals++
-          apart.push(item)
+        // Each refused partition's first half in one request, its second
+        // half in the next: two requests per split, whatever the partitions.
+        apart ??= [[], []]
+        const mid = list.length >>> 1
+        for (let i = 0; i < list.length; i++) {
+          list[i].refusals++
+          apart[i < mid ? 0 : 1].push(list[i])
         }
       } else {
         for (const item of list) item.written = new Unwritten(error, mayBeWritten(item))
@@ -599,9 +615,12 @@ function allSettled (items) {
   return true
 }
 
-function fates (items) {
+// Each message's own result; one not settled yet (when `error`, why) is
+// sent again alone.
+function fates (items, error) {
   const out = new Array(items.length)
-  for (let i = 0; i < items.length; i++) out[i] = items[i].written
+  let retry = null
+  for (let i = 0; i < items.length; i++) out[i] = items[i].written ?? (retry ??= new Retry(error))
   return out
 }
 

@@ -349,14 +349,23 @@ function createSendMessagesFactory (dir) {
       const topics = topicMessages.map(({ topic }) => topic)
       let perRecord = false
       for (const { messages } of topicMessages) if (messages?.[kPerRecord] === true) perRecord = true
+      // For wrapProducer()'s calls, an attempt that settled some partitions
+      // and must retry others ends the call: its callers' fates are known
+      // now, and the wrapper sends the rest again alone (`retry` says why).
+      let retry = null
       const outcome = () => call === null
         ? null
-        : { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown }
+        : { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry }
       try {
         await retrier(async (bail, retryCount, retryTime) => {
           await addTopics(topics, perRecord, refusedTopics)
           let failure = null
           let uncovered = null
+          const settledBefore = results.length + refused.size
+          const later = (e) => {
+            if (!perRecord || results.length + refused.size === settledBefore) throw e
+            retry = e
+          }
           try {
             call ??= await assign(topicMessages, refusedTopics)
             const { pending } = call
@@ -414,16 +423,16 @@ function createSendMessagesFactory (dir) {
             logger.debug(`Cluster has disconnected, reconnecting: ${e.message}`, { retryCount, retryTime })
             await cluster.connect()
             await cluster.refreshMetadata()
-            throw e
+            return later(e)
           }
           if (e === uncovered || staleMetadata(e) || e.name === 'KafkaJSMetadataNotLoaded' || e.name === 'KafkaJSConnectionError' ||
             e.name === 'KafkaJSConnectionClosedError' || (e.name === 'KafkaJSProtocolError' && e.retriable)) {
             logger.error(`Failed to send messages: ${e.message}`, { retryCount, retryTime })
             await cluster.refreshMetadata()
-            throw e
+            return later(e)
           }
           logger.error(`${e.message}`, { retryCount, retryTime })
-          if (e.retriable) throw e
+          if (e.retriable) return later(e)
           bail(e)
         })
       } catch (error) {
