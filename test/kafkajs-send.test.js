@@ -445,3 +445,51 @@ t.test('wrapProducer(): a partition refused for a while holds none of its batch-
   t.same(writes.filter(([p]) => p === 1).at(-1), [1, ['1-1']], 'partition 1 sent again alone')
   await producer.disconnect()
 })
+
+t.test('wrapProducer()\'s calls: a topic the cluster refuses fails only its own messages, alone or among others', async (t) => {
+  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
+  const s = scripted({ leaders: [1, 1] })
+  // The cluster refuses topic "missing", and fails once for a reason of its own.
+  let hiccup = true
+  s.cluster.addMultipleTargetTopics = async (topics) => {
+    if (hiccup && topics.includes('other')) {
+      hiccup = false
+      throw Object.assign(new Error('metadata hiccup'), { name: 'KafkaJSConnectionError', retriable: true })
+    }
+    if (topics.includes('missing')) throw fromCode(3)
+  }
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
+  const [missing, good] = await Promise.allSettled([
+    producer.send({ topic: 'missing', messages: [{ key: '0', value: 'm' }] }),
+    producer.send({ topic: 't', messages: [{ key: '0', value: 'g' }] }),
+  ])
+  t.match(missing.reason, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false, cause: { type: 'UNKNOWN_TOPIC_OR_PARTITION' } })
+  t.equal(good.status, 'fulfilled', 'the other topic of the batch is written')
+  await t.rejects(producer.send({ topic: 'missing', messages: [{ key: '0', value: 'alone' }] }), { written: false, cause: { type: 'UNKNOWN_TOPIC_OR_PARTITION' } }, 'alone in its batch')
+  t.same(await producer.send({ topic: 'other', messages: [{ key: '1', value: 'o' }] }).then((r) => r.map((e) => e.partition)), [1], 'a metadata error of another kind is retried')
+  t.same(s.log.map(([, , , values]) => values), [['g'], ['o']], 'nothing sent for the missing topic')
+  await producer.disconnect()
+})
+
+t.test('the Produce request goes through the broker\'s own connection pool; a closed connection disconnects the broker, as kafkajs does', async (t) => {
+  const s = scripted({ leaders: [0] })
+  const { KafkaJSConnectionClosedError } = require(path.join(dir, 'src/errors'))
+  let disconnects = 0
+  let sends = 0
+  const real = {
+    nodeId: 0,
+    lookupRequest: (apiKey, definition) => definition.protocol({ version: 7 }),
+    connectionPool: {
+      async send ({ request, response }) {
+        if (++sends === 1) throw new KafkaJSConnectionClosedError('closed', { host: '127.0.0.1', port: 1 })
+        t.equal(request.apiVersion, 7)
+        return response.parse({ topics: [{ topicName: 't', partitions: [{ partition: 0, errorCode: 0, baseOffset: '5', logAppendTime: '-1', logStartOffset: '0' }] }] })
+      },
+    },
+    async disconnect () { disconnects++ },
+  }
+  s.cluster.findBroker = async () => real
+  const result = await s.make(ours)({ acks: -1, topicMessages: [{ topic: 't', messages: [{ key: '0', value: 'x' }] }] })
+  t.same(result.map((e) => [e.partition, e.baseOffset]), [[0, '5']])
+  t.equal(disconnects, 1, 'the broker disconnected after the closed connection, then sent again')
+})
