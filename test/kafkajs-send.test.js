@@ -493,3 +493,21 @@ t.test('the Produce request goes through the broker\'s own connection pool; a cl
   t.same(result.map((e) => [e.partition, e.baseOffset]), [[0, '5']])
   t.equal(disconnects, 1, 'the broker disconnected after the closed connection, then sent again')
 })
+
+t.test('wrapProducer()\'s calls: a topic the producer has had metadata for is not refused when a node says it does not know it (yet): retried', async (t) => {
+  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
+  const s = scripted({ leaders: [1, 1] })
+  s.cluster.targetTopics.add('t')
+  // A node restarted a moment ago: it has not heard of "t" yet, once.
+  let fresh = true
+  s.cluster.addMultipleTargetTopics = async () => {
+    if (fresh) {
+      fresh = false
+      throw fromCode(3)
+    }
+  }
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
+  const result = await producer.send({ topic: 't', messages: [{ key: '0', value: 'x' }] })
+  t.same(result.map((e) => e.partition), [0], 'written once the node knows it')
+  await producer.disconnect()
+})

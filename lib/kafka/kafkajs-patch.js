@@ -167,7 +167,11 @@ function createSendMessagesFactory (dir) {
     // The call's topics into the cluster's metadata. kafkajs's Metadata
     // answer throws at the first topic refused (unknown with auto-creation
     // off, not authorized, an invalid name): for wrapProducer()'s calls the
-    // topic at fault is found and set aside, and the others go on.
+    // topic at fault is found and set aside, and the others go on. A topic
+    // the producer has had metadata for is not refused: a node restarted a
+    // moment ago can answer that it does not know it yet (kafkajs keeps its
+    // targets when the answer refuses one), and the call is retried, as
+    // kafkajs retries it.
     async function addTopics (topics, perRecord, refusedTopics) {
       if (!perRecord) return cluster.addMultipleTargetTopics(topics)
       const wanted = refusedTopics.size === 0 ? topics : topics.filter((topic) => !refusedTopics.has(topic))
@@ -177,7 +181,7 @@ function createSendMessagesFactory (dir) {
       } catch (error) {
         if (!TOPIC_REFUSED.has(error?.type)) throw error
         if (wanted.length === 1) {
-          refusedTopics.set(wanted[0], error)
+          refuseTopic(wanted[0], error, refusedTopics)
           return
         }
         for (const topic of wanted) {
@@ -185,10 +189,15 @@ function createSendMessagesFactory (dir) {
             await cluster.addMultipleTargetTopics([topic])
           } catch (error) {
             if (!TOPIC_REFUSED.has(error?.type)) throw error
-            refusedTopics.set(topic, error)
+            refuseTopic(topic, error, refusedTopics)
           }
         }
       }
+    }
+
+    function refuseTopic (topic, error, refusedTopics) {
+      if (cluster.targetTopics.has(topic)) throw error
+      refusedTopics.set(topic, error)
     }
 
     // Assigned once for the whole call: "topic\0partition" -> its messages in
