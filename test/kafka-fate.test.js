@@ -137,7 +137,7 @@ const causeType = (error) => error?.cause?.type ?? error?.type
 // cannot undo.
 const notWritten = (error) => error.written === false || error.written === 'unknown'
 
-t.test('a topic the cluster does not know fails only its own callers, at once; the other topics of the batch are written', async (t) => {
+t.test('a topic the cluster does not know fails only its own callers, well before deliveryTimeoutMs; the other topics of the batch are written', async (t) => {
   // Auto-creation off, as a producer asks for it.
   const { plain, wrapped } = await differential(t, {
     topics: { good: {} },
@@ -151,7 +151,7 @@ t.test('a topic the cluster does not know fails only its own callers, at once; t
   t.equal(causeType(plain.outcomes[0].error), 'UNKNOWN_TOPIC_OR_PARTITION')
   t.same(plain.outcomes.slice(1).map((o) => o.ok), [true, true, true], 'and the good calls are written')
   t.match(wrapped.outcomes[0], { ok: false, error: { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false, cause: { type: 'UNKNOWN_TOPIC_OR_PARTITION' } } },
-    'the wrapper: that caller rejects with kafkajs\'s error as cause, not written (not at deliveryTimeoutMs)')
+    'the wrapper: that caller rejects with kafkajs\'s error as cause, not written (not at deliveryTimeoutMs: a delivery timeout would say so)')
   t.same(wrapped.outcomes.slice(1).map((o) => o.ok), [true, true, true], 'the good callers of the same batch resolve')
   t.same(values(wrapped.records.good), ['good-0', 'good-1', 'good-2'], 'and are written once each, in call order')
   t.same(sorted(plain.records.good), sorted(wrapped.records.good), 'as plain kafkajs wrote them')

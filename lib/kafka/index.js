@@ -457,9 +457,9 @@ class WrappedProducer {
       const apart = this.#settleAttempt(items, byTopic, outcome, acks)
       if (apart !== null) await this.#sendApart(apart)
       if (allSettled(items)) return fates(items)
-      // Resolved, yet a partition not written: it goes again alone, as a
-      // retry, and the rest settles now.
-      let error = outcome.retry
+      // Resolved, yet a partition not written (or a topic not known yet): it
+      // goes again alone, as a retry, and the rest settles now.
+      let error = outcome.retry ?? outcome.topics?.values().next().value
       if (error === null || error === undefined) {
         error = new Error('the produce response did not cover every partition of its request')
         error.retriable = true
@@ -541,7 +541,11 @@ class WrappedProducer {
         topicRefused = topics?.get(lastTopic)
       }
       if (topicRefused !== undefined) {
-        item.written = new Unwritten(topicRefused, mayBeWritten(item))
+        // A topic the cluster does not know may be one it is creating (auto-
+        // creation answers so at first): asked again a few times, as kafkajs
+        // retries it, before its callers are refused.
+        if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
+        else item.written = new Unwritten(topicRefused, mayBeWritten(item))
         continue
       }
       const partition = partitions?.[item.slot]
@@ -598,6 +602,9 @@ class WrappedProducer {
     return apart
   }
 }
+
+// kafkajs's default retries of a topic its cluster does not know.
+const UNKNOWN_TOPIC_ATTEMPTS = 5
 
 // What the broker refuses for what a batch holds, not where it went: narrowed
 // to the message at fault by sending the batch again apart.
