@@ -5,7 +5,7 @@ const dc = require('node:diagnostics_channel')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { setTimeout: sleep } = require('node:timers/promises')
-const { createBatcher, spec } = require('../lib/batch')
+const { createBatcher, spec, Retry } = require('../lib/batch')
 const { histogram } = require('../lib/metrics/registry')
 const { codes } = require('../lib/core/errors')
 
@@ -170,6 +170,49 @@ t.test('flushes when lingerMs passes', async (t) => {
   sink.calls[0].resolve(['A', 'B', 'C'])
   t.same(await Promise.all(pushed), ['A', 'B', 'C'], 'each push gets its own result')
   t.match(b.stats(), { flushed: 3, flushes: 1, queued: 0, inFlight: 0 })
+})
+
+t.test('a Retry result keeps its items for another attempt alone; the rest of the batch settles at once', async (t) => {
+  const sink = manualSink()
+  const b = make(t, { send: sink.send, flushWhenIdle: false, lingerMs: 10, retryBackoffMs: 1, maxRetryBackoffMs: 1, deliveryTimeoutMs: 60_000 })
+  const pushed = ['a', 'b', 'c'].map((x) => caught(b.push(x)))
+  await until(() => sink.calls.length === 1, 'the first batch')
+  const why = retriable('partition b refused for a while')
+  const again = new Retry(why)
+  sink.calls[0].resolve(['A', again, 'C'])
+  t.same([await pushed[0], await pushed[2]], [{ value: 'A' }, { value: 'C' }], 'a and c resolve, b still waits')
+  const later = caught(b.push('d'))
+  const flushed = b.flush()
+  await until(() => sink.calls.length === 2, 'the retry')
+  t.same(sink.calls[1].items, ['b'], 'b goes again alone, before anything pushed after it')
+  t.equal(sink.calls[1].info.attempt, 2)
+  sink.calls[1].resolve(['B'])
+  t.same(await pushed[1], { value: 'B' })
+  await until(() => sink.calls.length === 3, 'the next batch')
+  t.same(sink.calls[2].items, ['d'])
+  sink.calls[2].resolve(['D'])
+  await flushed
+  t.same(await later, { value: 'D' })
+  t.match(b.stats(), { flushed: 4, retried: 1, queued: 0, inFlight: 0 })
+})
+
+t.test('an item retried by a Retry result rejects at its deadline with the Retry\'s error as cause', async (t) => {
+  const sink = manualSink()
+  const b = make(t, { send: sink.send, flushWhenIdle: false, lingerMs: 1, retryBackoffMs: 1, maxRetryBackoffMs: 1, deliveryTimeoutMs: 200 })
+  const pushed = ['a', 'b'].map((x) => caught(b.push(x)))
+  const why = retriable('still refused')
+  const state = { done: false }
+  pushed[1].then(() => { state.done = true })
+  // Every attempt answered: a, then b refused again, until b's deadline.
+  for (let n = 0; !state.done;) {
+    await until(() => sink.calls.length > n || state.done, 'an attempt or the deadline')
+    for (; n < sink.calls.length; n++) {
+      const call = sink.calls[n]
+      call.resolve(call.items.map((item) => item === 'a' ? 'A' : new Retry(why)))
+    }
+  }
+  t.same(await pushed[0], { value: 'A' })
+  t.match(await pushed[1], { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', cause: why })
 })
 
 t.test('flushes when maxBatchItems is reached, without waiting for the interval', async (t) => {

@@ -18,6 +18,8 @@ const ours = createSendMessagesFactory(dir)
 const NOT_LEADER = 6
 const OUT_OF_ORDER = 45
 const MESSAGE_TOO_LARGE = 10
+const NOT_ENOUGH_REPLICAS = 19
+const INVALID_RECORD = 87
 
 // A cluster of brokers 1..3 whose leaders are `leaders[partition]`. Each
 // broker answers produce() through `script(broker, request, call)`, which may
@@ -40,11 +42,15 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
         for (const { partitions } of request.topicData) {
           for (const p of partitions) log.push([nodeId, p.partition, p.firstSequence, p.messages.map((m) => m.value)])
         }
+        // An array: the partitions answered; { errors }: every partition
+        // answered, these with an error code.
+        const errors = new Map(Object.entries(Array.isArray(answer) ? {} : answer?.errors ?? {}).map(([p, code]) => [Number(p), code]))
+        const answered = Array.isArray(answer) ? answer : undefined
         return {
           topics: request.topicData.map(({ topic, partitions }) => ({
             topicName: topic,
-            partitions: partitions.filter((p) => answer === undefined || answer.includes(p.partition))
-              .map((p) => ({ partition: p.partition, errorCode: 0, baseOffset: '0', logAppendTime: '-1', logStartOffset: '0' })),
+            partitions: partitions.filter((p) => answered === undefined || answered.includes(p.partition))
+              .map((p) => ({ partition: p.partition, errorCode: errors.get(p.partition) ?? 0, baseOffset: errors.has(p.partition) ? '-1' : '0', logAppendTime: '-1', logStartOffset: '0' })),
           })),
         }
       } finally {
@@ -338,7 +344,8 @@ t.test('each send of a batch resolves with its own partition\'s RecordMetadata, 
   const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
   const results = await Promise.all(['0', '1', '1'].map((key) => producer.send({ topic: 't', messages: [{ key, value: key }] })))
   t.same(results.map((r) => r.map((e) => e.partition)), [[0], [1], [1]])
-  t.ok(Object.isFrozen(results[1]) && results[1] === results[2], 'one frozen array per partition, shared by its callers')
+  t.ok(Object.isFrozen(results[1]) && Object.isFrozen(results[2][0]), 'frozen, entries too')
+  t.same(results.map((r) => r[0].baseOffset), ['0', '0', '1'], 'each caller its own record\'s offset: the partition batch\'s base offset + its place in the batch')
   const both = await producer.sendBatch({ topicMessages: [{ topic: 't', messages: [{ key: '1', value: 'x' }, { key: '0', value: 'y' }] }] })
   t.same(both.map((e) => e.partition), [1, 0], 'a call of several: the partitions of its messages')
   const blind = await Promise.all(['0', '1'].map((key) => producer.send({ topic: 't', acks: 0, messages: [{ key, value: key }] })))
@@ -428,4 +435,120 @@ t.test('a broker lock that is not a lock: a retriable error, then a fresh produc
     await own.acquireBrokerLock({ nodeId: 1 })
     t.equal(eos.calls.inits, 0, `${what}: no fresh producer id`)
   }
+})
+
+t.test('a response is read partition by partition: one written is never sent again, one refused for a while goes again alone, with its own sequence numbers', async (t) => {
+  // Both partitions led by broker 1; its first answer refuses partition 1
+  // (too few in-sync replicas, retriable) and writes partition 0.
+  for (const idempotent of [false, true]) {
+    const s = scripted({
+      leaders: [1, 1],
+      idempotent,
+      script: (broker, _, call) => call === 1 ? { errors: { 1: NOT_ENOUGH_REPLICAS } } : undefined,
+    })
+    const result = await s.make(ours)(request())
+    t.same(covered(result), [0, 1], 'the call resolves once both are written')
+    t.same(s.log.map(([node, p, seq, values]) => [p, idempotent ? seq : 0, values]), [
+      [0, 0, ['0a', '0b']], [1, 0, ['1a', '1b']],
+      [1, 0, ['1a', '1b']],
+    ], `partition 0 sent once; partition 1 again alone${idempotent ? ', with the sequence numbers the broker refused' : ''}`)
+    if (idempotent) t.same([s.eos.getSequence('t', 0), s.eos.getSequence('t', 1)], [2, 2], 'each partition\'s next sequence is past its own records')
+  }
+})
+
+t.test('a partition refused for what it holds fails alone: the others are written, and wrapProducer() is told which', async (t) => {
+  const s = scripted({ leaders: [1, 1], idempotent: true, script: (broker, _, call) => call === 1 ? { errors: { 1: INVALID_RECORD } } : undefined })
+  const error = await s.make(ours)(request()).catch((e) => e)
+  t.equal(error.type, 'INVALID_RECORD', 'kafkajs\'s own callers: the call fails with the partition\'s error')
+  t.same(s.log.map(([, p]) => p), [0, 1], 'nothing sent twice')
+  t.same(error[kOutcome].entries.map((e) => e.partition), [0], 'partition 0 written')
+  t.same([...error[kOutcome].refused.keys()], ['t\u00001'], 'partition 1 refused, alone')
+  t.same([s.eos.getSequence('t', 0), s.eos.getSequence('t', 1)], [2, 0], 'the refused batch\'s sequence numbers given back')
+})
+
+t.test('wrapProducer(): a partition refused for a while holds none of its batch-mates, and goes again alone', async (t) => {
+  // Both partitions led by broker 1; partition 1 has too few in-sync
+  // replicas until `healed`.
+  let healed = false
+  const s = scripted({ leaders: [1, 1], script: () => healed ? undefined : { errors: { 1: NOT_ENOUGH_REPLICAS } } })
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
+  const settled = []
+  const sends = ['0', '1', '0'].map((key, i) => producer.send({ topic: 't', messages: [{ key, value: `${key}-${i}` }] })
+    .then((value) => { settled.push(i); return value }))
+  await Promise.race(sends)
+  await Promise.all([sends[0], sends[2]])
+  t.same(settled, [0, 2], 'the callers of partition 0 resolve while partition 1 is still refused')
+  healed = true
+  const result = await sends[1]
+  t.same(result.map((e) => e.partition), [1], 'partition 1\'s caller resolves once it is written')
+  const writes = s.log.map(([, p, , values]) => [p, values])
+  t.same(writes.filter(([p]) => p === 0), [[0, ['0-0', '0-2']]], 'partition 0 sent once')
+  t.same(writes.filter(([p]) => p === 1).at(-1), [1, ['1-1']], 'partition 1 sent again alone')
+  await producer.disconnect()
+})
+
+t.test('wrapProducer()\'s calls: a topic the cluster refuses fails only its own messages, alone or among others', async (t) => {
+  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
+  const s = scripted({ leaders: [1, 1] })
+  // The cluster refuses topic "missing", and fails once for a reason of its own.
+  let hiccup = true
+  s.cluster.addMultipleTargetTopics = async (topics) => {
+    if (hiccup && topics.includes('other')) {
+      hiccup = false
+      throw Object.assign(new Error('metadata hiccup'), { name: 'KafkaJSConnectionError', retriable: true })
+    }
+    if (topics.includes('missing')) throw fromCode(3)
+  }
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
+  const [missing, good] = await Promise.allSettled([
+    producer.send({ topic: 'missing', messages: [{ key: '0', value: 'm' }] }),
+    producer.send({ topic: 't', messages: [{ key: '0', value: 'g' }] }),
+  ])
+  t.match(missing.reason, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false, cause: { type: 'UNKNOWN_TOPIC_OR_PARTITION' } })
+  t.equal(good.status, 'fulfilled', 'the other topic of the batch is written')
+  await t.rejects(producer.send({ topic: 'missing', messages: [{ key: '0', value: 'alone' }] }), { written: false, cause: { type: 'UNKNOWN_TOPIC_OR_PARTITION' } }, 'alone in its batch')
+  t.same(await producer.send({ topic: 'other', messages: [{ key: '1', value: 'o' }] }).then((r) => r.map((e) => e.partition)), [1], 'a metadata error of another kind is retried')
+  t.same(s.log.map(([, , , values]) => values), [['g'], ['o']], 'nothing sent for the missing topic')
+  await producer.disconnect()
+})
+
+t.test('the Produce request goes through the broker\'s own connection pool; a closed connection disconnects the broker, as kafkajs does', async (t) => {
+  const s = scripted({ leaders: [0] })
+  const { KafkaJSConnectionClosedError } = require(path.join(dir, 'src/errors'))
+  let disconnects = 0
+  let sends = 0
+  const real = {
+    nodeId: 0,
+    lookupRequest: (apiKey, definition) => definition.protocol({ version: 7 }),
+    connectionPool: {
+      async send ({ request, response }) {
+        if (++sends === 1) throw new KafkaJSConnectionClosedError('closed', { host: '127.0.0.1', port: 1 })
+        t.equal(request.apiVersion, 7)
+        return response.parse({ topics: [{ topicName: 't', partitions: [{ partition: 0, errorCode: 0, baseOffset: '5', logAppendTime: '-1', logStartOffset: '0' }] }] })
+      },
+    },
+    async disconnect () { disconnects++ },
+  }
+  s.cluster.findBroker = async () => real
+  const result = await s.make(ours)({ acks: -1, topicMessages: [{ topic: 't', messages: [{ key: '0', value: 'x' }] }] })
+  t.same(result.map((e) => [e.partition, e.baseOffset]), [[0, '5']])
+  t.equal(disconnects, 1, 'the broker disconnected after the closed connection, then sent again')
+})
+
+t.test('wrapProducer()\'s calls: a topic the producer has had metadata for is not refused when a node says it does not know it (yet): retried', async (t) => {
+  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
+  const s = scripted({ leaders: [1, 1] })
+  s.cluster.targetTopics.add('t')
+  // A node restarted a moment ago: it has not heard of "t" yet, once.
+  let fresh = true
+  s.cluster.addMultipleTargetTopics = async () => {
+    if (fresh) {
+      fresh = false
+      throw fromCode(3)
+    }
+  }
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
+  const result = await producer.send({ topic: 't', messages: [{ key: '0', value: 'x' }] })
+  t.same(result.map((e) => e.partition), [0], 'written once the node knows it')
+  await producer.disconnect()
 })

@@ -381,6 +381,10 @@ class Batcher {
       channels.batchFlush.publish({ name: o.name, items: records.length, bytes: batch.bytes, attempt: batch.attempt, durationMs: now - started, error: ok ? null : value })
     }
     this.#touch(group)
+    if (ok && value !== undefined && this.#retryPart(group, batch, now, value)) {
+      this.#schedule()
+      return
+    }
     if (ok) {
       group.batch = null
       group.lastError = undefined
@@ -403,14 +407,53 @@ class Batcher {
       } else {
         this.#expireBatch(group, now)
         if (group.batch !== null) {
-          const delay = Math.min(o.retryBackoffMs * 2 ** (batch.attempt - 1), o.maxRetryBackoffMs)
-          // Jitter, so that many producers do not retry in step.
-          batch.retryAt = now + delay * (0.8 + 0.2 * Math.random())
+          batch.retryAt = now + this.#backoff(o, batch.attempt)
           this.#counters.retried++
         }
       }
     }
     this.#schedule()
+  }
+
+  // A result of Retry for some items: the others settle now, and those stay
+  // the group's batch, sent again after the backoff (nothing pushed after
+  // them goes first). Returns whether there was any.
+  #retryPart (group, batch, now, value) {
+    let again = 0
+    for (let i = 0; i < value.length; i++) if (value[i] instanceof Retry) again++
+    if (again === 0) return false
+    const o = this.#options
+    const records = batch.records
+    const done = []
+    const results = []
+    const keep = []
+    let bytes = 0
+    for (let i = 0; i < records.length; i++) {
+      const rec = records[i]
+      if (!(value[i] instanceof Retry)) {
+        done.push(rec)
+        results.push(value[i])
+      } else if (rec.state !== DONE) {
+        keep.push(rec)
+        bytes += rec.bytes
+        group.lastError = value[i].error
+      }
+    }
+    batch.records = keep
+    batch.bytes = bytes
+    this.#expireBatch(group, now)
+    if (group.batch !== null) {
+      batch.retryAt = now + this.#backoff(o, batch.attempt)
+      this.#counters.retried++
+    }
+    if (done.length > 0) this.#settle(done, results)
+    return true
+  }
+
+  #backoff (o, attempt) {
+    const delay = Math.min(o.retryBackoffMs * 2 ** (attempt - 1), o.maxRetryBackoffMs)
+    // Jitter, so that many producers do not retry in step.
+    return delay * (0.8 + 0.2 * Math.random())
   }
 
   // Per record only what a caller sees: its promise resolved. The books,
@@ -590,4 +633,13 @@ class Batcher {
   }
 }
 
-module.exports = { Batcher }
+// A sink's result for an item to send again (after the backoff, with the
+// others of its batch that got one), while the rest of the batch settles:
+// `error` is why, the cause of its deadline's rejection.
+class Retry {
+  constructor (error) {
+    this.error = error
+  }
+}
+
+module.exports = { Batcher, Retry }

@@ -17,6 +17,10 @@
 //     item is younger than deliveryTimeoutMs; otherwise each push rejects with
 //     `err` itself (not wrapped) or, past its deadline, with
 //     ERR_IO_HYGIENE_DELIVERY_TIMEOUT whose `cause` is the last error.
+//     A result that is a `new Retry(err)` (exported) fails its item alone,
+//     as retriable: the other items settle at once, and the items to retry
+//     stay the group's batch, sent again after the backoff (before anything
+//     pushed after them) until their deadline.
 //
 //   b.push(item) -> Promise<result>
 //     Never throws: bad input, a full queue, a closed batcher all reject at
@@ -64,7 +68,7 @@
 const { resolve } = require('../core/options')
 const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../core/errors')
 const { spec, checkLimits, queueOptions } = require('./options')
-const { Batcher } = require('./batcher')
+const { Batcher, Retry } = require('./batcher')
 const { drainHooks } = require('./drain-hooks')
 
 function createBatcher (options) {
@@ -78,4 +82,4 @@ function createBatcher (options) {
   return new Batcher(o)
 }
 
-module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks }
+module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks, Retry }

@@ -1,11 +1,11 @@
 'use strict'
 
-const { createBatcher, checkLimits, queueOptions, drainHooks } = require('../batch')
+const { createBatcher, checkLimits, queueOptions, drainHooks, Retry } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
-const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer, kOutcome } = require('./kafkajs-patch')
-const { NO_METADATA, Unwritten, ownEntries, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
+const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer, kOutcome, kPerRecord, NO_PARTITION, PARTITIONER_THREW } = require('./kafkajs-patch')
+const { NO_METADATA, Unwritten, ownEntries, atPosition, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
 const { librdkafkaClientOf } = require('./librdkafka')
 const { isPlatformaticProducer, wrapPlatformatic } = require('./platformatic')
@@ -121,8 +121,9 @@ class Item {
     this.message = message
     this.bytes = bytes
     this.request = request
-    // Set when a request that failed as a whole wrote this message anyway
-    // (its RecordMetadata entries): a retry of the batch skips it.
+    // Its own fate, once known while the rest of its batch is still being
+    // sent: its RecordMetadata (written), or an Unwritten (refused for
+    // good, alone). A retry of the batch skips it.
     this.written = null
     // Set when such a request assigned it a partition but was not
     // acknowledged for it: a retry sends it to the same partition.
@@ -132,9 +133,11 @@ class Item {
     // corrected kafkajs reports partitions by position (kOutcome).
     this.sent = null
     this.slot = -1
-    // Attempts that carried it and may have reached a broker: while none
-    // did, a rejection can say it was not written.
+    // Attempts that carried it and may have reached a broker, and those a
+    // broker answered by refusing it (or that never sent it): while every
+    // attempt is one of those, a rejection can say it was not written.
     this.sends = 0
+    this.refusals = 0
   }
 }
 function sizeOf (item) {
@@ -366,9 +369,10 @@ class WrappedProducer {
   }
 
   #rejectOne (error, item) {
-    // Written by a request that failed later, then out of time or closed
-    // while the rest of its batch was retried: it was acknowledged.
-    if (item.written !== null) return item.written
+    // Settled by a request that failed later (written, or refused on its
+    // own), then out of time or closed while the rest of its batch was
+    // retried: its own fate stands.
+    if (item.written !== null) return settledOne(item.written)
     throw rejection(error, writtenOf(item))
   }
 
@@ -417,14 +421,17 @@ class WrappedProducer {
   }
 
   // The batcher's sink: one sendBatch for the batch, its messages grouped by
-  // topic in call order. Each message's result is its own partition's entry
-  // in the response: kafkajs partitions inside sendBatch, and the corrected
-  // kafkajs says where each message went (kOutcome).
+  // topic in call order. Each message's result is its own: the corrected
+  // kafkajs says where each message went and what the broker answered for
+  // its partition (kOutcome), and each caller resolves with its own
+  // record's metadata or rejects for its own partition, topic or record.
   async #sendBatch (items) {
     this.#busy = true
     this.#kicked = false
     try {
-      return await this.#produce(items)
+      const out = await this.#produce(items)
+      for (let i = 0; i < out.length; i++) if (out[i] instanceof Unwritten) this.#unwritten++
+      return out
     } finally {
       this.#busy = false
     }
@@ -447,6 +454,8 @@ class WrappedProducer {
         list = byTopic.get(lastTopic)
         if (list === undefined) {
           list = []
+          // Each message its own caller's (kafkajs-patch.js).
+          list[kPerRecord] = true
           byTopic.set(lastTopic, list)
         }
       }
@@ -456,6 +465,8 @@ class WrappedProducer {
       item.slot = list.length
       list.push(item.sent)
     }
+    // Everything settled by an earlier request of this batch.
+    if (byTopic.size === 0) return fates(items)
     const { acks, timeout, compression } = items[0].request
     const request = { acks, topicMessages: Array.from(byTopic, ([topic, messages]) => ({ topic, messages })) }
     if (timeout !== undefined) request.timeout = timeout
@@ -464,39 +475,44 @@ class WrappedProducer {
     try {
       metadata = await this.#producer.sendBatch(request)
     } catch (error) {
-      const failure = this.#failed(items, byTopic, error)
-      if (isEncodingFailure(failure)) return this.#produceApart(items, failure)
-      // A failure for good that wrote some of the batch: those resolve.
-      if (!isRetriable(failure) && items.some((item) => item.written !== null)) {
-        const out = new Array(items.length)
-        let unwritten = null
-        for (let i = 0; i < items.length; i++) {
-          if (items[i].written !== null) {
-            out[i] = items[i].written
-          } else {
-            out[i] = unwritten ??= new Unwritten(failure)
-            this.#unwritten++
-          }
-        }
-        return out
+      // kafkajs refuses a send on a producer that is not connected before
+      // anything goes out; retrying would only wait for deliveryTimeoutMs.
+      if (error?.name === 'KafkaJSError' && error.message === 'The producer is disconnected') {
+        for (const item of items) if (item.written === null) item.sends--
+        throw new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
       }
-      throw failure
+      const outcome = error?.[kOutcome]
+      const apart = outcome === null || outcome === undefined ? null : this.#settleAttempt(items, byTopic, outcome, acks)
+      if (apart !== null) await this.#sendApart(apart)
+      if (allSettled(items)) return fates(items)
+      if (apart === null && isEncodingFailure(error)) return this.#produceApart(items, error)
+      // Transient for the rest: what is settled settles now, the rest goes
+      // again alone (the batcher's Retry).
+      if (isRetriable(error) && items.some((item) => item.written !== null)) return fates(items, error)
+      // A failure for good that settled some of the batch: those keep their
+      // own fates, the others reject with it.
+      if (!isRetriable(error) && items.some((item) => item.written !== null)) {
+        let unwritten = null
+        for (const item of items) if (item.written === null) item.written = unwritten ??= new Unwritten(error)
+        return fates(items)
+      }
+      throw error
     }
     if (!Array.isArray(metadata)) metadata = NO_METADATA
     const outcome = metadata[kOutcome]
-    // The corrected kafkajs says where each message went: each resolves with
-    // its own partition's entry, and only when the response has one.
     if (outcome !== undefined) {
-      // Not when kafkajs resolved: a response with no error covers every
-      // partition; if one did not, the rest goes again, as a retry.
-      if (!this.#settleAttempt(items, byTopic, outcome, acks)) {
-        const error = new Error('the produce response did not cover every partition of its request')
+      const apart = this.#settleAttempt(items, byTopic, outcome, acks)
+      if (apart !== null) await this.#sendApart(apart)
+      if (allSettled(items)) return fates(items)
+      // Resolved, yet a partition not written (or a topic not known yet): it
+      // goes again alone, as a retry, and the rest settles now.
+      let error = outcome.retry ?? outcome.topics?.values().next().value
+      if (error === null || error === undefined) {
+        error = new Error('the produce response did not cover every partition of its request')
         error.retriable = true
-        throw error
       }
-      const out = new Array(items.length)
-      for (let i = 0; i < items.length; i++) out[i] = items[i].written
-      return out
+      if (items.some((item) => item.written !== null)) return fates(items, error)
+      throw error
     }
     if (!retry) return results(items, metadata)
     // A retry: what an earlier attempt wrote keeps its own entries.
@@ -510,73 +526,156 @@ class WrappedProducer {
   // What a half wrote is skipped if the batcher retries the batch.
   async #produceApart (items, failure) {
     if (items.length === 1) {
-      this.#unwritten++
-      return [new Unwritten(failure, false)]
+      if (items[0].written === null) items[0].written = new Unwritten(failure, false)
+      return [items[0].written]
     }
     const mid = items.length >>> 1
     const out = []
     for (const half of [items.slice(0, mid), items.slice(mid)]) {
       const results = await this.#produce(half)
       for (let i = 0; i < half.length; i++) {
-        if (!(results[i] instanceof Unwritten)) half[i].written = results[i]
+        if (!(results[i] instanceof Retry)) half[i].written = results[i]
         out.push(results[i])
       }
     }
     return out
   }
 
-  // The corrected kafkajs (kafkajs-patch.js) says, on a failed call's error,
-  // where each message went and which partitions no response covered: the
-  // others were written, and resolve with the batch; a retry sends only the
-  // rest, each to the partition it was assigned.
-  #failed (items, byTopic, error) {
-    // kafkajs refuses a send on a producer that is not connected before
-    // anything goes out; retrying would only wait for deliveryTimeoutMs.
-    if (error?.name === 'KafkaJSError' && error.message === 'The producer is disconnected') {
-      for (const item of items) if (item.written === null) item.sends--
-      return new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
+  // The messages of partition batches the broker refused for what they hold
+  // (a record it will not take, a batch too large for the topic): each half
+  // again, to the same partition, in a request of its own, as the Java
+  // producer splits a batch and queues it again, down to the one message at
+  // fault. The broker wrote nothing of a refused batch, so nothing is sent
+  // twice, and the idempotent producer's sequence numbers were given back.
+  // The second half waits for the first: if some of the first is still to
+  // send, both go again later, in order, with the batch.
+  async #sendApart (halves) {
+    for (const half of halves) {
+      const results = await this.#produce(half)
+      let leftover = false
+      for (let i = 0; i < half.length; i++) {
+        if (results[i] instanceof Retry) leftover = true
+        else half[i].written = results[i]
+      }
+      if (leftover) return
     }
-    const outcome = error?.[kOutcome]
-    if (outcome !== null && outcome !== undefined) this.#settleAttempt(items, byTopic, outcome, items[0].request.acks)
-    return error
   }
 
-  // Marks each message of the attempt written (with its own partition's
-  // entry) or assigned to a partition still to write, by its position in
-  // the messages array this attempt handed over: an outcome of another
-  // attempt (those arrays are made anew each time) says nothing of it.
-  // Returns whether every message of the attempt is written.
-  #settleAttempt (items, byTopic, { assigned, pending, entries }, acks) {
+  // Marks each message of the attempt with its own fate, by its position in
+  // the messages array this attempt handed over (an outcome of another
+  // attempt, whose arrays were made anew, says nothing of it): written (its
+  // own RecordMetadata: its partition, its record's offset), refused alone
+  // (its topic, its partition, its partitioner), or assigned a partition
+  // still to write. Returns the messages to send again apart (the two halves
+  // of each batch refused for a record), or null.
+  #settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown }, acks) {
     const own = ownEntries(entries)
-    let all = true
     let lastTopic = null
     let partitions
+    let places
     let topicEntries
+    let topicRefused
+    let refusals = null // "topic\0partition" -> its refused messages
     for (let i = 0; i < items.length; i++) {
       const item = items[i]
       if (item.written !== null) continue
       if (item.topic !== lastTopic) {
         lastTopic = item.topic
-        partitions = assigned.get(byTopic.get(lastTopic))
+        const messages = byTopic.get(lastTopic)
+        partitions = assigned.get(messages)
+        places = positions?.get(messages)
         topicEntries = own.get(lastTopic)
+        topicRefused = topics?.get(lastTopic)
+      }
+      if (topicRefused !== undefined) {
+        // A topic the cluster does not know may be one it is creating (auto-
+        // creation answers so at first): asked again a few times, as kafkajs
+        // retries it, before its callers are refused.
+        if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
+        else item.written = new Unwritten(topicRefused, mayBeWritten(item))
+        continue
       }
       const partition = partitions?.[item.slot]
-      if (partition === undefined) {
-        all = false
+      if (partition === undefined) continue
+      if (partition === NO_PARTITION) {
+        const named = item.message.partition
+        item.written = new Unwritten(new ERR_IO_HYGIENE_INVALID_ARGUMENT('a kafka send()', named === undefined
+          ? `the partitioner gave a message for topic "${item.topic}" no partition of the topic`
+          : `a message for topic "${item.topic}" names partition ${describe(named)}, which the topic does not have`), mayBeWritten(item))
+        continue
+      }
+      if (partition === PARTITIONER_THREW) {
+        item.written = new Unwritten(thrown.get(item.sent), mayBeWritten(item))
         continue
       }
       const entry = topicEntries?.get(partition)
       if (entry !== undefined) {
-        item.written = entry
-      } else if (acks === 0 && !pending.has(`${item.topic}\0${partition}`)) {
+        item.written = atPosition(entry, places?.[item.slot] ?? 0)
+        continue
+      }
+      const key = `${item.topic}\0${partition}`
+      const error = refused?.get(key)
+      if (error !== undefined) {
+        item.partition = partition
+        refusals ??= new Map()
+        const list = refusals.get(key)
+        if (list === undefined) refusals.set(key, [item])
+        else list.push(item)
+      } else if (acks === 0 && !pending.has(key)) {
         item.written = NO_METADATA
       } else {
         item.partition = partition
-        all = false
       }
     }
-    return all
+    if (refusals === null) return null
+    // A refused batch of one message fails its caller; one of several, for
+    // what a record holds, is sent again apart.
+    let apart = null
+    for (const [key, list] of refusals) {
+      const error = refused.get(key)
+      if (list.length > 1 && RECORD_REFUSED.has(error.type)) {
+        // Each refused partition's first half in one request, its second
+        // half in the next: two requests per split, whatever the partitions.
+        apart ??= [[], []]
+        const mid = list.length >>> 1
+        for (let i = 0; i < list.length; i++) {
+          list[i].refusals++
+          apart[i < mid ? 0 : 1].push(list[i])
+        }
+      } else {
+        for (const item of list) item.written = new Unwritten(error, mayBeWritten(item))
+      }
+    }
+    return apart
   }
+}
+
+// kafkajs's default retries of a topic its cluster does not know.
+const UNKNOWN_TOPIC_ATTEMPTS = 5
+
+// What the broker refuses for what a batch holds, not where it went: narrowed
+// to the message at fault by sending the batch again apart.
+const RECORD_REFUSED = new Set(['INVALID_RECORD', 'MESSAGE_TOO_LARGE', 'INVALID_TIMESTAMP', 'CORRUPT_MESSAGE', 'RECORD_LIST_TOO_LARGE'])
+
+// Refused by this attempt, which wrote none of it: an earlier attempt that
+// failed without an answer may have.
+function mayBeWritten (item) {
+  item.refusals++
+  return item.sends > item.refusals ? 'unknown' : false
+}
+
+function allSettled (items) {
+  for (let i = 0; i < items.length; i++) if (items[i].written === null) return false
+  return true
+}
+
+// Each message's own result; one not settled yet (when `error`, why) is
+// sent again alone.
+function fates (items, error) {
+  const out = new Array(items.length)
+  let retry = null
+  for (let i = 0; i < items.length; i++) out[i] = items[i].written ?? (retry ??= new Retry(error))
+  return out
 }
 
 // Decorates a kafkajs producer (duck-typed: connect, disconnect, sendBatch,

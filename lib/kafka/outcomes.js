@@ -29,6 +29,25 @@ function ownEntries (entries) {
   return own
 }
 
+// A record's own RecordMetadata: its partition batch's entry, whose
+// baseOffset is the batch's first record's, moved on to the record's place
+// in that batch (the Java producer's base offset + relative offset). The
+// first record shares the partition's array; any other gets one of its own.
+function atPosition (own, position) {
+  if (position === 0) return own
+  const entry = own[0]
+  return Object.freeze([Object.freeze({ ...entry, baseOffset: plus(entry.baseOffset, position) })])
+}
+
+// An offset (kafkajs gives a decimal string) plus `n`; one the broker did
+// not give (-1) stays as it is.
+function plus (offset, n) {
+  const value = Number(offset)
+  if (!(value >= 0)) return offset
+  if (Number.isSafeInteger(value + n)) return String(value + n)
+  return String(BigInt(offset) + BigInt(n))
+}
+
 // What a rejection says of a message: false when it provably reached no
 // broker (refused before it was queued, never handed to kafkajs, or refused
 // by kafkajs before anything went out), otherwise 'unknown': a request that
@@ -122,4 +141,4 @@ function merge (lists) {
   return Object.freeze(out)
 }
 
-module.exports = { NO_METADATA, Unwritten, ownEntries, writtenOf, rejection, refuse, settledOne, results, merge }
+module.exports = { NO_METADATA, Unwritten, ownEntries, atPosition, writtenOf, rejection, refuse, settledOne, results, merge }
