@@ -141,7 +141,8 @@ t.test('one request carries several topics, grouped by topic', async (t) => {
     [[a, ['a1', 'a2', 'a3', 'a4']], [b, ['b1', 'b2']]])
   t.same(results[0].map((e) => e.topicName), [a], 'send() gets its own topic')
   t.same(results[3].map((e) => e.topicName).sort(), [a, b].sort(), 'sendBatch() gets its topics')
-  t.same(results[2].map((e) => [e.topicName, e.partition, e.baseOffset]), [[a, 0, '0']])
+  // One partition: a1 is at offset 0, so this call's own first record, a2, is at 1.
+  t.same(results[2].map((e) => [e.topicName, e.partition, e.baseOffset]), [[a, 0, '1']], 'its own first record\'s offset')
 })
 
 t.test('flushes on the linger, on the message cap and on the byte cap', async (t) => {
