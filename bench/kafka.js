@@ -45,7 +45,8 @@ const path = require('node:path')
 // partition, the record encoder), loaded after the patch went into
 // require.cache.
 const plain = require('kafkajs')
-const { installKafkajsPatch, kafkajsPatchStatus, kOutcome } = require('../lib/kafka/kafkajs-patch')
+const { installKafkajsPatch, kafkajsPatchStatus } = require('../lib/kafka/kafkajs-patch')
+const { kOutcome } = require('../lib/kafka/send-messages')
 const patched = loadPatched()
 const { logLevel } = plain
 const { requestSampler, percentile, round, report } = require('./common')

@@ -321,7 +321,7 @@ t.test('out of time behind a request in flight: never handed to kafkajs, so not 
 // then failed: `partitions`, each topic's messages' partitions by position;
 // `pending`, the partitions of topic 't' not acknowledged.
 function partialFailure (error, request, partitions, pending, entries) {
-  const { kOutcome } = require('../lib/kafka/kafkajs-patch')
+  const { kOutcome } = require('../lib/kafka/send-messages')
   error[kOutcome] = {
     assigned: new Map(request.topicMessages.map(({ messages }, i) => [messages, partitions[i]])),
     pending: new Set(pending.map((p) => `t\0${p}`)),
@@ -429,7 +429,7 @@ t.test('an outcome that is not of this attempt\'s messages marks none of them wr
 })
 
 t.test('a result that does not cover a message\'s partition does not resolve it: that message goes again', async (t) => {
-  const { kOutcome } = require('../lib/kafka/kafkajs-patch')
+  const { kOutcome } = require('../lib/kafka/send-messages')
   let calls = 0
   const producer = fakeProducer({
     sendBatch: (request) => {

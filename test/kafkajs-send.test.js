@@ -1,13 +1,13 @@
 'use strict'
 
-// The corrected produce retry (lib/kafka/kafkajs-patch.js) against kafkajs's own,
+// The corrected produce retry (lib/kafka/send-messages.js) against kafkajs's own,
 // on kafkajs's real retrier and response parsing with a scripted cluster: a
 // leader that moves to a broker that already answered, a request still in
 // flight when another fails, a broker that lost the producer's sequence
 // state. The same on a real cluster: kafka-cluster.test.js.
 const t = require('tap')
 const path = require('node:path')
-const { createSendMessagesFactory, kOutcome } = require('../lib/kafka/kafkajs-patch')
+const { createSendMessagesFactory, kOutcome } = require('../lib/kafka/send-messages')
 
 const dir = path.dirname(require.resolve('kafkajs'))
 const original = require(path.join(dir, 'src/producer/sendMessages.js'))
@@ -405,7 +405,7 @@ t.test('the result lists the partitions in kafkajs\'s order, whichever broker an
 // Object.prototype (kafka-differential.test.js has the real one): a fresh
 // producer id, and the attempt retried; anything else is kafkajs's to say.
 t.test('a broker lock that is not a lock: a retriable error, then a fresh producer id before the next lock; any other failure unchanged', async (t) => {
-  const { unpoisoned } = require('../lib/kafka/kafkajs-patch')
+  const { unpoisoned } = require('../lib/kafka/send-messages')
   const make = ({ transactional = false, errors }) => {
     const calls = { inits: 0, acquired: 0 }
     const eos = {

@@ -16,6 +16,8 @@ const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = 
 const { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
 const { drainHooks } = require('./drain-hooks')
+const { backoffMs, takeRetries } = require('./retry')
+const { WakeTimer } = require('./wake-timer')
 
 class Batcher {
   #options
@@ -37,8 +39,7 @@ class Batcher {
   #heldBytes = 0
   #batched = 0
   #batchesInFlight = 0
-  #timer = null
-  #timerAt = Infinity
+  #timer = new WakeTimer(() => this.#pump())
   #scheduled = false
   #closed = false
   #closing = null
@@ -230,12 +231,6 @@ class Batcher {
     this.#pump()
   }
 
-  #onTimer = () => {
-    this.#timer = null
-    this.#timerAt = Infinity
-    this.#pump()
-  }
-
   // Everything that happens later happens here: expire, admit, send, re-arm.
   // It looks only at groups that are due (the heap) or were touched, so its
   // cost follows the work done, not the number of groups.
@@ -407,7 +402,7 @@ class Batcher {
       } else {
         this.#expireBatch(group, now)
         if (group.batch !== null) {
-          batch.retryAt = now + this.#backoff(o, batch.attempt)
+          batch.retryAt = now + backoffMs(o, batch.attempt)
           this.#counters.retried++
         }
       }
@@ -419,41 +414,15 @@ class Batcher {
   // the group's batch, sent again after the backoff (nothing pushed after
   // them goes first). Returns whether there was any.
   #retryPart (group, batch, now, value) {
-    let again = 0
-    for (let i = 0; i < value.length; i++) if (value[i] instanceof Retry) again++
-    if (again === 0) return false
-    const o = this.#options
-    const records = batch.records
-    const done = []
-    const results = []
-    const keep = []
-    let bytes = 0
-    for (let i = 0; i < records.length; i++) {
-      const rec = records[i]
-      if (!(value[i] instanceof Retry)) {
-        done.push(rec)
-        results.push(value[i])
-      } else if (rec.state !== DONE) {
-        keep.push(rec)
-        bytes += rec.bytes
-        group.lastError = value[i].error
-      }
-    }
-    batch.records = keep
-    batch.bytes = bytes
+    const settled = takeRetries(group, batch, value)
+    if (settled === null) return false
     this.#expireBatch(group, now)
     if (group.batch !== null) {
-      batch.retryAt = now + this.#backoff(o, batch.attempt)
+      batch.retryAt = now + backoffMs(this.#options, batch.attempt)
       this.#counters.retried++
     }
-    if (done.length > 0) this.#settle(done, results)
+    if (settled.done.length > 0) this.#settle(settled.done, settled.results)
     return true
-  }
-
-  #backoff (o, attempt) {
-    const delay = Math.min(o.retryBackoffMs * 2 ** (attempt - 1), o.maxRetryBackoffMs)
-    // Jitter, so that many producers do not retry in step.
-    return delay * (0.8 + 0.2 * Math.random())
   }
 
   // Per record only what a caller sees: its promise resolved. The books,
@@ -576,12 +545,9 @@ class Batcher {
     return this.#drains.add(this.#seq, remaining, timeoutMs, what, onTimeout)
   }
 
-  // Ref'd while a caller waits behind the timer (see the top of this file).
+  // Ref'd while a caller waits behind the timer (see Timers in index.js).
   #refTimer () {
-    const timer = this.#timer
-    if (timer === null) return
-    if (this.#drains.size > 0 || this.#batched > 0 || this.#waiting.length > 0) timer.ref()
-    else timer.unref()
+    this.#timer.ref(this.#drains.size > 0 || this.#batched > 0 || this.#waiting.length > 0)
   }
 
   #rejectAll (what, timeoutMs) {
@@ -603,8 +569,7 @@ class Batcher {
 
   #dispose () {
     this.#disposed = true
-    clearTimeout(this.#timer)
-    this.#timer = null
+    this.#timer.clear()
     this.#groups.clear()
     offShutdown(this)
   }
@@ -618,28 +583,12 @@ class Batcher {
       next = Math.min(next, this.#waiting.peek().at + Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs))
     }
     if (next === Infinity) {
-      clearTimeout(this.#timer)
-      this.#timer = null
-      this.#timerAt = Infinity
+      this.#timer.clear()
       return
     }
-    // An earlier timer is fine: the pump it runs re-arms.
-    if (this.#timer === null || this.#timerAt > next) {
-      clearTimeout(this.#timer)
-      this.#timerAt = next
-      this.#timer = setTimeout(this.#onTimer, Math.max(1, Math.ceil(next - now)))
-    }
+    this.#timer.set(next, now)
     this.#refTimer()
   }
 }
 
-// A sink's result for an item to send again (after the backoff, with the
-// others of its batch that got one), while the rest of the batch settles:
-// `error` is why, the cause of its deadline's rejection.
-class Retry {
-  constructor (error) {
-    this.error = error
-  }
-}
-
-module.exports = { Batcher, Retry }
+module.exports = { Batcher }

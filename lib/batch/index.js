@@ -68,7 +68,8 @@
 const { resolve } = require('../core/options')
 const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = require('../core/errors')
 const { spec, checkLimits, queueOptions } = require('./options')
-const { Batcher, Retry } = require('./batcher')
+const { Batcher } = require('./batcher')
+const { Retry } = require('./retry')
 const { drainHooks } = require('./drain-hooks')
 
 function createBatcher (options) {

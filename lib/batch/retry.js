@@ -1,0 +1,50 @@
+'use strict'
+
+// A batch the sink failed, whole or in part: how long it waits before it
+// goes again, and which of its items go (a sink's Retry results).
+const { DONE } = require('./records')
+
+// A sink's result for an item to send again (after the backoff, with the
+// others of its batch that got one), while the rest of the batch settles:
+// `error` is why, the cause of its deadline's rejection.
+class Retry {
+  constructor (error) {
+    this.error = error
+  }
+}
+
+function backoffMs (o, attempt) {
+  const delay = Math.min(o.retryBackoffMs * 2 ** (attempt - 1), o.maxRetryBackoffMs)
+  // Jitter, so that many producers do not retry in step.
+  return delay * (0.8 + 0.2 * Math.random())
+}
+
+// A result of Retry for some items: those not settled yet stay the group's
+// batch (the last one's error is the group's), the others are returned with
+// their results, to settle now. Null when there is no Retry.
+function takeRetries (group, batch, value) {
+  let again = 0
+  for (let i = 0; i < value.length; i++) if (value[i] instanceof Retry) again++
+  if (again === 0) return null
+  const records = batch.records
+  const done = []
+  const results = []
+  const keep = []
+  let bytes = 0
+  for (let i = 0; i < records.length; i++) {
+    const rec = records[i]
+    if (!(value[i] instanceof Retry)) {
+      done.push(rec)
+      results.push(value[i])
+    } else if (rec.state !== DONE) {
+      keep.push(rec)
+      bytes += rec.bytes
+      group.lastError = value[i].error
+    }
+  }
+  batch.records = keep
+  batch.bytes = bytes
+  return { done, results }
+}
+
+module.exports = { Retry, backoffMs, takeRetries }
