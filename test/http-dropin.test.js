@@ -234,3 +234,53 @@ t.test('with maxRetries: 0, a streamed body goes through untouched and is sent o
   t.same(bodies, ['ab'])
   t.equal(handle.http.stats().retries.status, 0)
 })
+
+t.test('a FormData of another copy of undici is sent as that copy sends it through its own Agent', async (t) => {
+  const undici7 = require('undici7')
+  const { server } = await setup(t)
+  let received = null
+  server.handler = (req, res) => {
+    const chunks = []
+    req.on('data', (c) => chunks.push(c))
+    req.on('end', () => {
+      received = { type: req.headers['content-type'], body: Buffer.concat(chunks).toString() }
+      res.end('ok')
+    })
+  }
+  const form = new undici7.FormData()
+  form.append('name', 'value')
+  form.append('file', new Blob(['file content']), 'a.txt')
+  const own = new undici.FormData()
+  for (const [name, value] of form) own.append(name, value)
+  for (const [client, body] of [[undici7, form], [undici, own]]) {
+    const res = await client.request(server.url('/form'), { method: 'POST', body })
+    t.equal(res.statusCode, 200)
+    await res.body.text()
+    t.match(received.type, /^multipart\/form-data; boundary=/)
+    t.match(received.body, /name="name"\r\n\r\nvalue\r\n/, 'the field')
+    t.match(received.body, /name="file"; filename="a.txt"\r\nContent-Type: application\/octet-stream\r\n\r\nfile content\r\n/, 'the file')
+  }
+})
+
+t.test('an interceptor of the application may assign the controller\'s raw headers, as on undici\'s own controller', async (t) => {
+  const { server } = await setup(t)
+  server.handler = (req, res) => res.writeHead(200, { 'x-a': '1' }).end('ok')
+  // What undici's decompress interceptor does in some releases.
+  const assigning = (dispatch) => (opts, handler) => dispatch(opts, {
+    ...handler,
+    onRequestStart: (controller, context) => handler.onRequestStart?.(controller, context),
+    onResponseStart (controller, statusCode, headers, statusMessage) {
+      controller.rawHeaders = controller.rawHeaders.filter((_, i, all) => String(all[i - (i % 2)]).toLowerCase() !== 'x-a')
+      return handler.onResponseStart?.(controller, statusCode, headers, statusMessage)
+    },
+    onResponseData: (controller, chunk) => handler.onResponseData?.(controller, chunk),
+    onResponseEnd (controller, trailers) {
+      controller.rawTrailers = []
+      return handler.onResponseEnd?.(controller, trailers)
+    },
+    onResponseError: (controller, error) => handler.onResponseError?.(controller, error),
+  })
+  const res = await undici.request(server.url('/'), { dispatcher: undici.getGlobalDispatcher().compose(assigning) })
+  t.equal(res.statusCode, 200)
+  t.equal(await res.body.text(), 'ok')
+})

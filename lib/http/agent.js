@@ -1,6 +1,6 @@
 'use strict'
 
-const { Agent, Pool, Client, Dispatcher } = require('./undici')
+const { Agent, Pool, Client, Dispatcher, isFormDataLike, formData } = require('./undici')
 const { LRUCache } = require('lru-cache')
 const { OriginSockets } = require('./origin-sockets')
 const { RetryBudget } = require('./retry-budget')
@@ -114,8 +114,24 @@ class TrackedClient extends Client {
       // there is nothing to undo: it was never used, so never armed.)
       this.#conn.sockets.untrack(this.#conn.state)
     }
+    if (isFormDataLike(opts.body)) opts = { ...opts, body: ownFormData(opts.body) }
     return super.dispatch(opts, handler)
   }
+}
+
+// undici takes only a FormData of its own module instance. Without
+// io-hygiene, an application's copy of undici sends through its own Agent,
+// which takes that copy's FormData; through ours, the same entries go in a
+// FormData of our undici (a new multipart boundary, the same parts).
+function ownFormData (body) {
+  const { FormData, isFormData } = formData()
+  if (isFormData(body)) return body
+  const copy = new FormData()
+  for (const [name, value] of body) {
+    if (typeof value === 'string') copy.append(name, value)
+    else copy.append(name, value, value.name)
+  }
+  return copy
 }
 
 module.exports = { createAgent, composeOn }

@@ -78,8 +78,13 @@ class Controller {
   get paused () { return this.#paused }
   get aborted () { return this.#aborted }
   get reason () { return this.#reason }
+  // Writable, as undici's own controller's are: an interceptor of the
+  // application's (undici's decompress, in some releases) assigns them while
+  // a response comes in, so on an attempt that exists.
   get rawHeaders () { return this.#request.attempt?.rawHeaders }
+  set rawHeaders (value) { this.#request.attempt.rawHeaders = value }
   get rawTrailers () { return this.#request.attempt?.rawTrailers }
+  set rawTrailers (value) { this.#request.attempt.rawTrailers = value }
 }
 
 class SafeRequest {

@@ -16,4 +16,7 @@ module.exports = {
   Dispatcher: require('undici/lib/dispatcher/dispatcher'),
   Dispatcher1Wrapper,
   errors: require('undici/lib/core/errors'),
+  isFormDataLike: require('undici/lib/core/util').isFormDataLike,
+  // Loaded by the first FormData body only (agent.js's ownFormData()).
+  formData: () => ({ FormData: require('undici/lib/web/fetch/formdata').FormData, isFormData: require('undici/lib/web/webidl').webidl.is.FormData }),
 }
