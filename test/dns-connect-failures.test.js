@@ -215,3 +215,19 @@ t.test('sockets are watched from the installed cache\'s first answer until unins
   ioHygiene.uninstall()
   t.equal(channel.hasSubscribers, false, 'and no longer after uninstall()')
 })
+
+t.test('a connected socket carries none of the watcher\'s listeners: a keep-alive socket holds nothing for hours', async (t) => {
+  const dns = await dnsServer(t)
+  const server = net.createServer((socket) => socket.end())
+  await new Promise((resolve) => server.listen(0, OLD, resolve))
+  t.teardown(() => server.close())
+  ioHygiene.install({ dns: { servers: [dns.server], hostsFile: null }, http: false })
+  await require('node:dns').promises.lookup(NAME) // the watcher starts here
+  const socket = net.connect(server.address().port, NAME)
+  t.teardown(() => socket.destroy())
+  await new Promise((resolve) => socket.once('connect', resolve))
+  await new Promise((resolve) => setImmediate(resolve))
+  const counts = {}
+  for (const event of ['lookup', 'connectionAttempt', 'connectionAttemptFailed', 'connect', 'close']) counts[event] = socket.listenerCount(event)
+  t.same(counts, { lookup: 0, connectionAttempt: 0, connectionAttemptFailed: 0, connect: 0, close: 0 }, 'as plain Node leaves it')
+})
