@@ -234,3 +234,30 @@ t.test('with maxRetries: 0, a streamed body goes through untouched and is sent o
   t.same(bodies, ['ab'])
   t.equal(handle.http.stats().retries.status, 0)
 })
+
+t.test('an aborted request destroys its small streamed body with the abort, as a plain Agent does', guard, async (t) => {
+  const { server, handle } = await setup(t)
+  // The server reads the start and never answers: the caller aborts.
+  let arrived = () => {}
+  server.handler = (req) => req.once('data', () => arrived())
+  const { Readable } = require('node:stream')
+  const { finished } = require('node:stream/promises')
+  async function run (dispatcher) {
+    let pushed = 0
+    const body = new Readable({ read () { if (pushed++ === 0) this.push('start') } })
+    const controller = new AbortController()
+    const got = new Promise((resolve) => { arrived = resolve })
+    const request = undici.request(server.url('/'), {
+      dispatcher, method: 'PUT', body, headers: { 'content-length': '10' }, signal: controller.signal,
+    })
+    await got
+    controller.abort()
+    await t.rejects(request, { name: 'AbortError' })
+    // What a pipeline() feeding the body would be told.
+    return finished(body).then(() => 'finished', (err) => err.name)
+  }
+  const plain = new undici.Agent()
+  t.teardown(() => plain.close())
+  t.equal(await run(plain), 'AbortError', 'plain undici destroys it with the abort')
+  t.equal(await run(handle.http.dispatcher), 'AbortError', 'and so does io-hygiene')
+})
