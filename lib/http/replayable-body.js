@@ -39,11 +39,19 @@ class BodyCopy {
   #settled = false
   #reason = undefined // what ended the request, if it failed
   #closed = false
+  #onError = null
 
   constructor (source, length, LengthMismatch) {
     this.#source = source
     this.#length = length
     this.#LengthMismatch = LengthMismatch
+    // undici listens for a stream body's 'error' from the request's start:
+    // a body that fails while its request waits for a connection fails the
+    // request, not the process. Until the first read does, so does this.
+    if (typeof source.on === 'function') {
+      this.#onError = (err) => { this.#error ??= err }
+      source.on('error', this.#onError)
+    }
   }
 
   // The body for the next attempt.
@@ -60,6 +68,8 @@ class BodyCopy {
   settle (reason) {
     this.#settled = true
     this.#reason = reason ?? undefined
+    // As undici lets go of a body's 'error' when its request ends.
+    if (this.#onError !== null) this.#source.removeListener('error', this.#onError)
     if (this.#running === 0 || this.#read !== null) this.#close()
   }
 
