@@ -215,3 +215,47 @@ t.test('sockets are watched from the installed cache\'s first answer until unins
   ioHygiene.uninstall()
   t.equal(channel.hasSubscribers, false, 'and no longer after uninstall()')
 })
+
+t.test('a connected socket carries none of the watcher\'s listeners: a keep-alive socket holds nothing for hours', async (t) => {
+  const dns = await dnsServer(t)
+  const server = net.createServer((socket) => socket.end())
+  await new Promise((resolve) => server.listen(0, OLD, resolve))
+  t.teardown(() => server.close())
+  ioHygiene.install({ dns: { servers: [dns.server], hostsFile: null }, http: false })
+  await require('node:dns').promises.lookup(NAME) // the watcher starts here
+  const socket = net.connect(server.address().port, NAME)
+  t.teardown(() => socket.destroy())
+  await new Promise((resolve) => socket.once('connect', resolve))
+  await new Promise((resolve) => setImmediate(resolve))
+  const counts = {}
+  for (const event of ['lookup', 'connectionAttempt', 'connectionAttemptFailed', 'connect', 'close']) counts[event] = socket.listenerCount(event)
+  t.same(counts, { lookup: 0, connectionAttempt: 0, connectionAttemptFailed: 0, connect: 0, close: 0 }, 'as plain Node leaves it')
+})
+
+t.test('a socket connected again and again (a client that reuses its Socket) gathers no listeners and no MaxListenersExceededWarning', async (t) => {
+  const dns = await dnsServer(t)
+  const port = await deadPort()
+  ioHygiene.install({ dns: { servers: [dns.server], hostsFile: null }, http: false })
+  await require('node:dns').promises.lookup(NAME)
+  const warnings = []
+  const onWarning = (warning) => warnings.push(warning.name)
+  process.on('warning', onWarning)
+  t.teardown(() => process.removeListener('warning', onWarning))
+  const socket = new net.Socket()
+  socket.on('error', () => {})
+  let closes = 0
+  await new Promise((resolve) => {
+    socket.on('close', () => {
+      if (++closes < 15) socket.connect(port, NAME)
+      else setImmediate(resolve) // after the watcher's own 'close' listener
+    })
+    socket.connect(port, NAME)
+  })
+  t.equal(socket.listenerCount('connectionAttempt'), 0)
+  t.equal(socket.listenerCount('connectionAttemptFailed'), 0)
+  t.equal(socket.listenerCount('connect'), 0)
+  t.equal(socket.listenerCount('close'), 1, 'the test\'s own')
+  // A warning is emitted on the next tick: let it come, if it would.
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(warnings, [])
+})

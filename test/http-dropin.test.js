@@ -284,3 +284,50 @@ t.test('an interceptor of the application may assign the controller\'s raw heade
   t.equal(res.statusCode, 200)
   t.equal(await res.body.text(), 'ok')
 })
+
+t.test('an aborted request destroys its small streamed body with the abort, as a plain Agent does', guard, async (t) => {
+  const { server, handle } = await setup(t)
+  // The server reads the start and never answers: the caller aborts.
+  let arrived = () => {}
+  server.handler = (req) => req.once('data', () => arrived())
+  const { Readable } = require('node:stream')
+  const { finished } = require('node:stream/promises')
+  async function run (dispatcher) {
+    let pushed = 0
+    const body = new Readable({ read () { if (pushed++ === 0) this.push('start') } })
+    const controller = new AbortController()
+    const got = new Promise((resolve) => { arrived = resolve })
+    const request = undici.request(server.url('/'), {
+      dispatcher, method: 'PUT', body, headers: { 'content-length': '10' }, signal: controller.signal,
+    })
+    await got
+    controller.abort()
+    await t.rejects(request, { name: 'AbortError' })
+    // What a pipeline() feeding the body would be told.
+    return finished(body).then(() => 'finished', (err) => err.name)
+  }
+  const plain = new undici.Agent()
+  t.teardown(() => plain.close())
+  t.equal(await run(plain), 'AbortError', 'plain undici destroys it with the abort')
+  t.equal(await run(handle.http.dispatcher), 'AbortError', 'and so does io-hygiene')
+})
+
+t.test('a small streamed body that fails before its request is written fails the request, not the process, as with a plain Agent', guard, async (t) => {
+  const { server, handle } = await setup(t)
+  server.handler = (req, res) => {
+    req.resume()
+    req.on('end', () => res.end('ok'))
+  }
+  const { Readable } = require('node:stream')
+  async function run (dispatcher) {
+    const body = new Readable({ read () {} })
+    const request = undici.request(server.url('/'), { dispatcher, method: 'PUT', body, headers: { 'content-length': '4' } })
+    // While the request waits for its connection: nobody reads the body yet.
+    body.destroy(new Error('the source failed'))
+    return request.then((res) => res.body.text(), (err) => err.message)
+  }
+  const plain = new undici.Agent()
+  t.teardown(() => plain.close())
+  t.equal(await run(plain), 'the source failed', 'plain undici rejects the request')
+  t.equal(await run(handle.http.dispatcher), 'the source failed', 'and so does io-hygiene')
+})

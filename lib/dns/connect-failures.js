@@ -32,16 +32,28 @@ function watchConnectFailures (cache) {
     if (err) return // no address, so no attempt
     const socket = this
     let attempt = null // the address being connected to, until it answers
-    socket.on('connectionAttempt', (address) => { attempt = address })
-    socket.on('connectionAttemptFailed', (address, port, family, error) => {
+    const onAttempt = (address) => { attempt = address }
+    const onAttemptFailed = (address, port, family, error) => {
       attempt = null
       if (ADDRESS_GONE.has(error?.code)) cache.connectFailed(host, address)
-    })
-    socket.once('connect', () => { attempt = null })
+    }
     // A connect timeout destroys the socket while an attempt is under way.
-    socket.once('close', () => {
+    const onClose = () => {
       if (attempt !== null && socket.errored?.code === CONNECT_TIMEOUT) cache.connectFailed(host, attempt)
-    })
+      done()
+    }
+    // Once connected (or closed) there is nothing left to watch: a socket
+    // that lives for hours as a keep-alive connection carries none of these.
+    const done = () => {
+      socket.removeListener('connectionAttempt', onAttempt)
+      socket.removeListener('connectionAttemptFailed', onAttemptFailed)
+      socket.removeListener('connect', done)
+      socket.removeListener('close', onClose)
+    }
+    socket.on('connectionAttempt', onAttempt)
+    socket.on('connectionAttemptFailed', onAttemptFailed)
+    socket.once('connect', done)
+    socket.once('close', onClose)
   }
 
   dc.subscribe(CHANNEL, onSocket)

@@ -368,7 +368,7 @@ class SafeRequest {
 
   #finish () {
     this.#done = true
-    this.#copy?.settle()
+    this.#copy?.settle(this.#error)
     this.#queue?.delete(this)
     if (this.#timer !== null) {
       clearTimeout(this.#timer)

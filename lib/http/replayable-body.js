@@ -37,12 +37,21 @@ class BodyCopy {
   #current = 0 // the attempt whose iterable may read
   #running = 0 // the attempt whose iterable undici is iterating
   #settled = false
+  #reason = undefined // what ended the request, if it failed
   #closed = false
+  #onError = null
 
   constructor (source, length, LengthMismatch) {
     this.#source = source
     this.#length = length
     this.#LengthMismatch = LengthMismatch
+    // undici listens for a stream body's 'error' from the request's start:
+    // a body that fails while its request waits for a connection fails the
+    // request, not the process. Until the first read does, so does this.
+    if (typeof source.on === 'function') {
+      this.#onError = (err) => { this.#error ??= err }
+      source.on('error', this.#onError)
+    }
   }
 
   // The body for the next attempt.
@@ -53,8 +62,14 @@ class BodyCopy {
   // No attempt follows: the source is ended as undici would have ended it,
   // once undici has let go of the last attempt's body, or now if a read of
   // it is under way (a stalled stream is destroyed, as undici destroys one).
-  settle () {
+  // `reason`: the request's error, if it failed: the stream is destroyed with
+  // it, as undici destroys one, so that its own 'error' listeners and a
+  // pipeline() feeding it see the abort or timeout, not a bare close.
+  settle (reason) {
     this.#settled = true
+    this.#reason = reason ?? undefined
+    // As undici lets go of a body's 'error' when its request ends.
+    if (this.#onError !== null) this.#source.removeListener('error', this.#onError)
     if (this.#running === 0 || this.#read !== null) this.#close()
   }
 
@@ -106,7 +121,7 @@ class BodyCopy {
     // As undici ends a body it stops sending: a stream is destroyed (at once,
     // even while a read of it waits), an iterator returned.
     if (typeof this.#source.destroy === 'function') {
-      this.#source.destroy()
+      this.#source.destroy(this.#reason)
     } else {
       Promise.resolve(this.#iterator.return?.()).catch(() => {})
     }
