@@ -503,3 +503,61 @@ t.test('a timestamp past 2^52 fills a request alone, in its place in call order'
   await Promise.all(values.map((value, i) => wrapped.send({ topic: 't', messages: [{ value, timestamp: timestamps[i] }] })))
   t.same(producer.calls.requests.map((r) => r.topicMessages[0].messages.map((m) => m.value)), [['a'], ['b'], ['c', 'd'], ['e']])
 })
+
+// A thrown outcome of the corrected kafkajs that also says which partitions
+// the broker refused (refused: "topic\0partition" -> its error).
+function refusedFailure (error, request, partitions, refused, entries = []) {
+  partialFailure(error, request, partitions, [], entries)
+  const { kOutcome } = require('../lib/kafka/send-messages')
+  error[kOutcome].refused = new Map(Object.entries(refused).map(([p, e]) => [`t\0${p}`, e]))
+  return error
+}
+
+t.test('a refused partition\'s message says it may have been written only when an earlier attempt went unanswered', async (t) => {
+  const denied = () => Object.assign(new Error('not authorized'), { name: 'KafkaJSProtocolError', type: 'TOPIC_AUTHORIZATION_FAILED', retriable: false })
+  let calls = 0
+  const producer = fakeProducer({
+    sendBatch: (request) => {
+      calls++
+      // The first call's first attempt: no answer at all, retried.
+      if (calls === 1) throw Object.assign(new Error('request timed out'), { retriable: true })
+      throw refusedFailure(denied(), request, [[0]], { 0: denied() })
+    },
+  })
+  const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+  t.teardown(() => wrapped.disconnect())
+  t.match(await wrapped.send({ topic: 't', messages: [{ value: 'a' }] }).catch((e) => e), { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: 'unknown' }, 'sent twice, the first unanswered')
+  t.match(await wrapped.send({ topic: 't', messages: [{ value: 'b' }] }).catch((e) => e), { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false }, 'refused at its only send')
+  t.equal(calls, 3)
+})
+
+t.test('a failed request whose partition batches were refused for a record: each half again to its partition, the second after the first', async (t) => {
+  const tooLarge = () => Object.assign(new Error('too large'), { name: 'KafkaJSProtocolError', type: 'MESSAGE_TOO_LARGE', retriable: false })
+  const notLeader = () => Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' })
+  for (const firstHalf of ['written', 'written in part']) {
+    let calls = 0
+    const producer = fakeProducer({
+      sendBatch: (request) => {
+        // 'a' and 'b' to partition 0, 'c' and 'd' to 1: both refused whole
+        // for what they hold.
+        if (++calls === 1) throw refusedFailure(notLeader(), request, [[0, 0, 1, 1]], { 0: tooLarge(), 1: tooLarge() })
+        // The first half ('a', 'c'): only partition 0 written this time.
+        if (calls === 2 && firstHalf === 'written in part') throw partialFailure(notLeader(), request, [[0, 1]], [1], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '50' }])
+        return [...new Set(request.topicMessages[0].messages.map((m) => m.partition))].map((partition) => ({ topicName: 't', partition, errorCode: 0, baseOffset: String(calls * 10) }))
+      },
+    })
+    const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+    const results = await Promise.all(['a', 'b', 'c', 'd'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+    const sent = producer.calls.requests.map((r) => r.topicMessages[0].messages.map((m) => [m.value, m.partition]))
+    const first = [['a', undefined], ['b', undefined], ['c', undefined], ['d', undefined]]
+    if (firstHalf === 'written') {
+      t.same(sent, [first, [['a', 0], ['c', 1]], [['b', 0], ['d', 1]]], `${firstHalf}: each half to its partitions, in order`)
+      t.same(results.map((r) => r[0].baseOffset), ['20', '30', '20', '30'], `${firstHalf}: each the entry of the request that wrote it`)
+    } else {
+      // 'c' still to send: the second half waits, and goes with it, in order.
+      t.same(sent, [first, [['a', 0], ['c', 1]], [['b', 0], ['c', 1], ['d', 1]]], `${firstHalf}: the second half not before the rest of the first`)
+      t.same(results.map((r) => r[0].baseOffset), ['50', '30', '30', '30'], `${firstHalf}: each the entry of the request that wrote it`)
+    }
+    await wrapped.disconnect()
+  }
+})
