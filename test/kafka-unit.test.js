@@ -561,3 +561,58 @@ t.test('a failed request whose partition batches were refused for a record: each
     await wrapped.disconnect()
   }
 })
+
+t.test('a batch retried after its encoding failure\'s halves wrote some of it: what a half wrote is not sent again', async (t) => {
+  const { kOutcome } = require('../lib/kafka/send-messages')
+  const poison = () => new TypeError('cannot encode')
+  for (const retried of ['answered', 'answered with an outcome', 'fails to encode again']) {
+    let calls = 0
+    const producer = fakeProducer({
+      sendBatch: (request) => {
+        const messages = request.topicMessages[0].messages
+        calls++
+        // The batch fails to encode; its first half ('a') is written; the
+        // second ('b') fails for a while: the batch is retried.
+        if (calls === 1) throw poison()
+        if (calls === 3) throw Object.assign(new Error('connection closed'), { retriable: true })
+        if (calls === 4 && retried === 'fails to encode again') throw poison()
+        const entries = [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: String(calls) }]
+        if (calls === 4 && retried === 'answered with an outcome') {
+          Object.defineProperty(entries, kOutcome, { value: { assigned: new Map([[messages, [0]]]), pending: new Set(), entries } })
+        }
+        return entries
+      },
+    })
+    const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+    const [a, b] = await Promise.all(['a', 'b'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+    const sent = producer.calls.requests.map((r) => r.topicMessages[0].messages.map((m) => m.value))
+    t.same(sent, retried === 'fails to encode again' ? [['a', 'b'], ['a'], ['b'], ['b'], ['b']] : [['a', 'b'], ['a'], ['b'], ['b']], `${retried}: 'a' never again once written`)
+    t.same(a.map((e) => e.baseOffset), ['2'], `${retried}: 'a' resolves with the request that wrote it`)
+    t.same(b.map((e) => e.baseOffset), [String(calls)], `${retried}: 'b' with its own`)
+    t.equal(wrapped.stats().rejected, 0)
+    await wrapped.disconnect()
+  }
+})
+
+t.test('an error of io-hygiene\'s own (a TypeError) is not taken for an encoding failure: the batch is not split', async (t) => {
+  const { isEncodingFailure } = require('../lib/kafka/message')
+  const { ERR_IO_HYGIENE_INVALID_ARGUMENT } = require('../lib/core/errors')
+  const ours = new ERR_IO_HYGIENE_INVALID_ARGUMENT('a kafka send()', 'a message names partition 9, which the topic does not have')
+  t.equal(ours.name, 'TypeError')
+  t.equal(isEncodingFailure(ours), false)
+  t.equal(isEncodingFailure(new TypeError('cannot encode')), true)
+  const producer = fakeProducer({ sendBatch: () => { throw ours } })
+  const wrapped = wrapProducer(producer, { flushOnSignals: false })
+  t.teardown(() => wrapped.disconnect())
+  const outcomes = await Promise.allSettled(['a', 'b'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+  t.equal(producer.calls.requests.length, 1, 'one request, not sent again apart')
+  for (const o of outcomes) t.match(o.reason, { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT', message: ours.message }, 'each caller rejects with it')
+})
+
+t.test('a record\'s own offset past 2^53 is exact, and an offset the broker did not give stays -1', async (t) => {
+  const { atPosition } = require('../lib/kafka/outcomes')
+  const own = (baseOffset) => Object.freeze([Object.freeze({ topicName: 't', partition: 0, errorCode: 0, baseOffset })])
+  t.equal(atPosition(own('9007199254740990'), 5)[0].baseOffset, '9007199254740995')
+  t.equal(atPosition(own('12'), 3)[0].baseOffset, '15')
+  t.equal(atPosition(own('-1'), 3)[0].baseOffset, '-1')
+})
