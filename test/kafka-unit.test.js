@@ -503,3 +503,116 @@ t.test('a timestamp past 2^52 fills a request alone, in its place in call order'
   await Promise.all(values.map((value, i) => wrapped.send({ topic: 't', messages: [{ value, timestamp: timestamps[i] }] })))
   t.same(producer.calls.requests.map((r) => r.topicMessages[0].messages.map((m) => m.value)), [['a'], ['b'], ['c', 'd'], ['e']])
 })
+
+// A thrown outcome of the corrected kafkajs that also says which partitions
+// the broker refused (refused: "topic\0partition" -> its error).
+function refusedFailure (error, request, partitions, refused, entries = []) {
+  partialFailure(error, request, partitions, [], entries)
+  const { kOutcome } = require('../lib/kafka/send-messages')
+  error[kOutcome].refused = new Map(Object.entries(refused).map(([p, e]) => [`t\0${p}`, e]))
+  return error
+}
+
+t.test('a refused partition\'s message says it may have been written only when an earlier attempt went unanswered', async (t) => {
+  const denied = () => Object.assign(new Error('not authorized'), { name: 'KafkaJSProtocolError', type: 'TOPIC_AUTHORIZATION_FAILED', retriable: false })
+  let calls = 0
+  const producer = fakeProducer({
+    sendBatch: (request) => {
+      calls++
+      // The first call's first attempt: no answer at all, retried.
+      if (calls === 1) throw Object.assign(new Error('request timed out'), { retriable: true })
+      throw refusedFailure(denied(), request, [[0]], { 0: denied() })
+    },
+  })
+  const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+  t.teardown(() => wrapped.disconnect())
+  t.match(await wrapped.send({ topic: 't', messages: [{ value: 'a' }] }).catch((e) => e), { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: 'unknown' }, 'sent twice, the first unanswered')
+  t.match(await wrapped.send({ topic: 't', messages: [{ value: 'b' }] }).catch((e) => e), { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false }, 'refused at its only send')
+  t.equal(calls, 3)
+})
+
+t.test('a failed request whose partition batches were refused for a record: each half again to its partition, the second after the first', async (t) => {
+  const tooLarge = () => Object.assign(new Error('too large'), { name: 'KafkaJSProtocolError', type: 'MESSAGE_TOO_LARGE', retriable: false })
+  const notLeader = () => Object.assign(new Error('not leader'), { name: 'KafkaJSNumberOfRetriesExceeded' })
+  for (const firstHalf of ['written', 'written in part']) {
+    let calls = 0
+    const producer = fakeProducer({
+      sendBatch: (request) => {
+        // 'a' and 'b' to partition 0, 'c' and 'd' to 1: both refused whole
+        // for what they hold.
+        if (++calls === 1) throw refusedFailure(notLeader(), request, [[0, 0, 1, 1]], { 0: tooLarge(), 1: tooLarge() })
+        // The first half ('a', 'c'): only partition 0 written this time.
+        if (calls === 2 && firstHalf === 'written in part') throw partialFailure(notLeader(), request, [[0, 1]], [1], [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: '50' }])
+        return [...new Set(request.topicMessages[0].messages.map((m) => m.partition))].map((partition) => ({ topicName: 't', partition, errorCode: 0, baseOffset: String(calls * 10) }))
+      },
+    })
+    const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+    const results = await Promise.all(['a', 'b', 'c', 'd'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+    const sent = producer.calls.requests.map((r) => r.topicMessages[0].messages.map((m) => [m.value, m.partition]))
+    const first = [['a', undefined], ['b', undefined], ['c', undefined], ['d', undefined]]
+    if (firstHalf === 'written') {
+      t.same(sent, [first, [['a', 0], ['c', 1]], [['b', 0], ['d', 1]]], `${firstHalf}: each half to its partitions, in order`)
+      t.same(results.map((r) => r[0].baseOffset), ['20', '30', '20', '30'], `${firstHalf}: each the entry of the request that wrote it`)
+    } else {
+      // 'c' still to send: the second half waits, and goes with it, in order.
+      t.same(sent, [first, [['a', 0], ['c', 1]], [['b', 0], ['c', 1], ['d', 1]]], `${firstHalf}: the second half not before the rest of the first`)
+      t.same(results.map((r) => r[0].baseOffset), ['50', '30', '30', '30'], `${firstHalf}: each the entry of the request that wrote it`)
+    }
+    await wrapped.disconnect()
+  }
+})
+
+t.test('a batch retried after its encoding failure\'s halves wrote some of it: what a half wrote is not sent again', async (t) => {
+  const { kOutcome } = require('../lib/kafka/send-messages')
+  const poison = () => new TypeError('cannot encode')
+  for (const retried of ['answered', 'answered with an outcome', 'fails to encode again']) {
+    let calls = 0
+    const producer = fakeProducer({
+      sendBatch: (request) => {
+        const messages = request.topicMessages[0].messages
+        calls++
+        // The batch fails to encode; its first half ('a') is written; the
+        // second ('b') fails for a while: the batch is retried.
+        if (calls === 1) throw poison()
+        if (calls === 3) throw Object.assign(new Error('connection closed'), { retriable: true })
+        if (calls === 4 && retried === 'fails to encode again') throw poison()
+        const entries = [{ topicName: 't', partition: 0, errorCode: 0, baseOffset: String(calls) }]
+        if (calls === 4 && retried === 'answered with an outcome') {
+          Object.defineProperty(entries, kOutcome, { value: { assigned: new Map([[messages, [0]]]), pending: new Set(), entries } })
+        }
+        return entries
+      },
+    })
+    const wrapped = wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+    const [a, b] = await Promise.all(['a', 'b'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+    const sent = producer.calls.requests.map((r) => r.topicMessages[0].messages.map((m) => m.value))
+    t.same(sent, retried === 'fails to encode again' ? [['a', 'b'], ['a'], ['b'], ['b'], ['b']] : [['a', 'b'], ['a'], ['b'], ['b']], `${retried}: 'a' never again once written`)
+    t.same(a.map((e) => e.baseOffset), ['2'], `${retried}: 'a' resolves with the request that wrote it`)
+    t.same(b.map((e) => e.baseOffset), [String(calls)], `${retried}: 'b' with its own`)
+    t.equal(wrapped.stats().rejected, 0)
+    await wrapped.disconnect()
+  }
+})
+
+t.test('an error of io-hygiene\'s own (a TypeError) is not taken for an encoding failure: the batch is not split', async (t) => {
+  const { isEncodingFailure } = require('../lib/kafka/message')
+  const { ERR_IO_HYGIENE_INVALID_ARGUMENT } = require('../lib/core/errors')
+  const ours = new ERR_IO_HYGIENE_INVALID_ARGUMENT('a kafka send()', 'a message names partition 9, which the topic does not have')
+  t.equal(ours.name, 'TypeError')
+  t.equal(isEncodingFailure(ours), false)
+  t.equal(isEncodingFailure(new TypeError('cannot encode')), true)
+  const producer = fakeProducer({ sendBatch: () => { throw ours } })
+  const wrapped = wrapProducer(producer, { flushOnSignals: false })
+  t.teardown(() => wrapped.disconnect())
+  const outcomes = await Promise.allSettled(['a', 'b'].map((value) => wrapped.send({ topic: 't', messages: [{ value }] })))
+  t.equal(producer.calls.requests.length, 1, 'one request, not sent again apart')
+  for (const o of outcomes) t.match(o.reason, { code: 'ERR_IO_HYGIENE_INVALID_ARGUMENT', message: ours.message }, 'each caller rejects with it')
+})
+
+t.test('a record\'s own offset past 2^53 is exact, and an offset the broker did not give stays -1', async (t) => {
+  const { atPosition } = require('../lib/kafka/outcomes')
+  const own = (baseOffset) => Object.freeze([Object.freeze({ topicName: 't', partition: 0, errorCode: 0, baseOffset })])
+  t.equal(atPosition(own('9007199254740990'), 5)[0].baseOffset, '9007199254740995')
+  t.equal(atPosition(own('12'), 3)[0].baseOffset, '15')
+  t.equal(atPosition(own('-1'), 3)[0].baseOffset, '-1')
+})

@@ -552,3 +552,75 @@ t.test('wrapProducer()\'s calls: a topic the producer has had metadata for is no
   t.same(result.map((e) => e.partition), [0], 'written once the node knows it')
   await producer.disconnect()
 })
+
+t.test('wrapProducer()\'s calls: a topic refused stays aside on the next attempts, and a failure of another kind while finding it is retried', async (t) => {
+  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
+  // Partition 0's leader is not the leader, once: a second attempt.
+  const s = scripted({ leaders: [1, 1], script: (broker, request, call) => call === 1 ? { errors: { 0: NOT_LEADER } } : undefined })
+  const asked = []
+  let hiccup = true
+  s.cluster.addMultipleTargetTopics = async (topics) => {
+    asked.push(topics)
+    // Asked for "missing" alone, the cluster fails once for a reason of its own.
+    if (hiccup && topics.length === 1 && topics[0] === 'missing') {
+      hiccup = false
+      throw Object.assign(new Error('metadata hiccup'), { name: 'KafkaJSConnectionError', retriable: true })
+    }
+    if (topics.includes('missing')) throw fromCode(3)
+  }
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key), retry: { retries: 5 } })
+  const [missing, good] = await Promise.allSettled([
+    producer.send({ topic: 'missing', messages: [{ key: '0', value: 'm' }] }),
+    producer.send({ topic: 't', messages: [{ key: '0', value: 'g' }] }),
+  ])
+  t.match(missing.reason, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false, cause: { type: 'UNKNOWN_TOPIC_OR_PARTITION' } })
+  t.same(good.value.map((e) => e.partition), [0], 'the other topic of the batch is written')
+  t.same(asked.slice(0, 6), [['missing', 't'], ['missing'], ['missing', 't'], ['missing'], ['t'], ['t']], 'the hiccup taken for no refusal: asked again; once refused, "missing" is not asked again')
+  t.same(s.log.map(([, partition, , values]) => [partition, values]), [[0, ['g']], [0, ['g']]], 'only "t" sent, again after the refusal')
+  await producer.disconnect()
+})
+
+t.test('wrapProducer()\'s calls: a topic refused before an attempt failed is not asked for again on the next', async (t) => {
+  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
+  const s = scripted({ leaders: [1, 1] })
+  const asked = []
+  s.cluster.addMultipleTargetTopics = async (topics) => {
+    asked.push(topics)
+    throw fromCode(29)
+  }
+  // The attempt fails after the refusal, before anything is assigned.
+  let hiccup = true
+  s.cluster.refreshMetadataIfNecessary = async () => {
+    if (hiccup) {
+      hiccup = false
+      throw Object.assign(new Error('metadata hiccup'), { name: 'KafkaJSConnectionError', retriable: true })
+    }
+  }
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key), retry: { retries: 5 } })
+  await t.rejects(producer.send({ topic: 'missing', messages: [{ key: '0', value: 'm' }] }), { written: false, cause: { type: 'TOPIC_AUTHORIZATION_FAILED' } })
+  t.equal(hiccup, false, 'a second attempt')
+  t.same(asked, [['missing']], 'asked once')
+  t.same(s.log, [], 'nothing sent')
+  await producer.disconnect()
+})
+
+t.test('kafkajs\'s own calls: a partitioner that throws fails the call, nothing sent; acks unset is acks -1; an answer for a partition not asked is not a result', async (t) => {
+  const s = scripted({ leaders: [1, 2], script: (broker, request) => { acks.push(request.acks) } })
+  const acks = []
+  // The scripted partitioner reads the key as a number: a Symbol throws.
+  for (const factory of [original, ours]) {
+    await t.rejects(s.make(factory)({ acks: -1, topicMessages: [{ topic: 't', messages: [{ key: Symbol('k'), value: 'x' }] }] }), TypeError, factory === ours ? 'ours' : 'kafkajs\'s')
+  }
+  t.same(s.log, [], 'nothing sent')
+  // Broker 1 answers for partition 0, and for a partition 7 it was not sent.
+  const broker = s.brokers.get(1)
+  const produce = broker.produce
+  broker.produce = async function (request) {
+    const response = await produce.call(this, request)
+    response.topics[0].partitions.push({ partition: 7, errorCode: 0, baseOffset: '9', logAppendTime: '-1', logStartOffset: '0' })
+    return response
+  }
+  const result = await s.make(ours)({ topicMessages: request().topicMessages })
+  t.same(acks, [-1, -1], 'acks -1, as kafkajs sends it')
+  t.same(covered(result), [0, 1], 'only the partitions sent')
+})
