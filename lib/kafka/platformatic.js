@@ -33,14 +33,24 @@ const REQUEST_KEYS = ['acks', 'compression', 'idempotent', 'autocreateTopics', '
 // when no error of its chain says false; after its own retries it gives up
 // with what it last saw. We go on until each message's deadline on the same
 // rule, with at least one error that says it may be retried.
-function isRetriable (error) {
-  let retriable = false
+// Each error of a chain (its `errors` and `cause`), once, at most 64: what
+// both readers below walk.
+function * chainOf (error) {
   const seen = new Set()
   const stack = [error]
   while (stack.length > 0 && seen.size < 64) {
     const e = stack.pop()
     if (e === null || typeof e !== 'object' || seen.has(e)) continue
     seen.add(e)
+    yield e
+    if (Array.isArray(e.errors)) stack.push(...e.errors)
+    stack.push(e.cause)
+  }
+}
+
+function isRetriable (error) {
+  let retriable = false
+  for (const e of chainOf(error)) {
     // A network error, a request timeout included (which it marks false):
     // the Java producer retries those, and so do we, until the deadline.
     if (e.code === 'PLT_KFK_NETWORK') {
@@ -50,8 +60,6 @@ function isRetriable (error) {
     } else if (e.canRetry === true) {
       retriable = true
     }
-    if (Array.isArray(e.errors)) stack.push(...e.errors)
-    stack.push(e.cause)
   }
   return retriable
 }
@@ -60,12 +68,7 @@ function isRetriable (error) {
 // destination; the partitions it answered without error were written
 // (their base offsets are in the response the error keeps).
 function writtenInFailure (error, base) {
-  const seen = new Set()
-  const stack = [error]
-  while (stack.length > 0 && seen.size < 64) {
-    const e = stack.pop()
-    if (e === null || typeof e !== 'object' || seen.has(e)) continue
-    seen.add(e)
+  for (const e of chainOf(error)) {
     const responses = e.response?.responses
     if (Array.isArray(responses)) {
       for (const topic of responses) {
@@ -74,8 +77,6 @@ function writtenInFailure (error, base) {
         }
       }
     }
-    if (Array.isArray(e.errors)) stack.push(...e.errors)
-    stack.push(e.cause)
   }
 }
 
