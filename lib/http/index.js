@@ -1,7 +1,5 @@
 'use strict'
 
-const { isDeepStrictEqual } = require('node:util')
-
 const { integer, timerMs, boolean, nullable } = require('../core/options')
 // The error classes load with the first refusal: valid options never need them.
 const errors = () => require('../core/errors')
@@ -292,7 +290,8 @@ function isDefaultAgent (dispatcher) {
   }
   // Neither being undici's (no options and factory), they would compare equal.
   const config = configOf(dispatcher)
-  return config !== null && isDeepStrictEqual(config, configOf(fresh))
+  // node:util loads here, with undici, not at every start.
+  return config !== null && require('node:util').isDeepStrictEqual(config, configOf(fresh))
 }
 
 // An Agent's options and client factory, kept under private symbols whose
