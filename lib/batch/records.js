@@ -27,6 +27,7 @@ class Pending {
     this.state = WAITING
     this.at = at // when push() was called: its deadline and its linger count from here
     this.unit = null // on the first of pushAll()'s waiting items: { items, bytes } admitted together
+    this.fate = null // the sink's settling of a push(): see createBatcher()
   }
 }
 
