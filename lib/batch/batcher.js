@@ -13,7 +13,7 @@ const {
   ERR_IO_HYGIENE_INVALID_RESULT,
 } = require('../core/errors')
 const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = require('./options')
-const { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, RunClock } = require('./records')
+const { WAITING, QUEUED, BATCHED, DONE, capture, recordOf, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
 const { drainHooks } = require('./drain-hooks')
 const { backoffMs, takeRetries } = require('./retry')
@@ -113,7 +113,7 @@ class Batcher {
       if (!this.#waiting.mayWait(1, bytes, o)) return this.#dropOne(item, this.#queueFull(this.#waiting.fullReason(o)))
     }
     const promise = new Promise(capture)
-    const rec = new Pending(item, bytes, key, ++this.#seq, this.#clock.now())
+    const rec = recordOf(item, bytes, key, ++this.#seq, this.#clock.now())
     rec.fate = this.#fate
     if (fits) {
       this.#admit(rec)
@@ -149,7 +149,7 @@ class Batcher {
     const promises = new Array(n)
     for (let i = 0; i < n; i++) {
       promises[i] = new Promise(capture)
-      records[i] = new Pending(items[i], sizes[i], keys[i], ++this.#seq, now)
+      records[i] = recordOf(items[i], sizes[i], keys[i], ++this.#seq, now)
     }
     if (fits) {
       for (const rec of records) this.#admit(rec)

@@ -60,6 +60,8 @@
 //     pushAll()'s) with what it returns, or rejects it with what it throws,
 //     so that a sink whose callers need more than the batch's result or
 //     error gives it without a promise of its own per item.
+//   Pending: the batcher's record of a push; an item of a class that
+//     extends it (its `item` itself) is its own record, one object per push.
 //
 // Order: a group has at most one batch in flight or waiting to retry, so
 // pushes of one group reach the sink in push order, also across retries.
@@ -79,6 +81,7 @@ const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = re
 const { spec, checkLimits, queueOptions } = require('./options')
 const { Batcher } = require('./batcher')
 const { Retry } = require('./retry')
+const { Pending } = require('./records')
 const { drainHooks } = require('./drain-hooks')
 
 function createBatcher (options, fate = null) {
@@ -92,4 +95,4 @@ function createBatcher (options, fate = null) {
   return new Batcher(o, fate)
 }
 
-module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks, Retry }
+module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks, Retry, Pending }

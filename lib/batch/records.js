@@ -31,6 +31,20 @@ class Pending {
   }
 }
 
+// push()'s record of `item`: a new Pending, or the item itself when it is
+// one (a sink's own record class extends Pending: one object per push, not
+// two), filled in as the constructor would.
+function recordOf (item, bytes, key, seq, at) {
+  if (!(item instanceof Pending)) return new Pending(item, bytes, key, seq, at)
+  item.bytes = bytes
+  item.key = key
+  item.seq = seq
+  item.resolve = capturedResolve
+  item.reject = capturedReject
+  item.at = at
+  return item
+}
+
 class Group {
   constructor (key) {
     this.key = key
@@ -129,4 +143,4 @@ class RunClock {
   }
 }
 
-module.exports = { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, Batch, RunClock }
+module.exports = { WAITING, QUEUED, BATCHED, DONE, capture, Pending, recordOf, Group, Batch, RunClock }
