@@ -26,3 +26,16 @@ t.test('peek() shows the head without taking it', async (t) => {
   t.equal(fifo.shift(), 'a')
   t.equal(fifo.peek(), 'b')
 })
+
+t.test('emptied and filled again, it holds exactly what went in since', async (t) => {
+  const fifo = new Fifo()
+  for (const n of [5000, 3000, 1]) {
+    const want = Array.from({ length: n }, (_, i) => `${n}:${i}`)
+    for (const v of want) fifo.push(v)
+    t.equal(fifo.length, n)
+    const out = []
+    while (fifo.length > 0) out.push(fifo.shift())
+    t.same(out, want)
+    t.equal(fifo.peek(), undefined, 'nothing left behind')
+  }
+})

@@ -71,3 +71,20 @@ t.test('fields on a prototype: kafkajs\'s record takes only own ones; the copy k
   const noProto = Object.assign(Object.create(null), { value: 'v' })
   t.equal(Object.getPrototypeOf(copyMessage(noProto, size)), Object.prototype, 'a null prototype: a plain object')
 })
+
+t.test('a value kafkajs reads but the copy does not own: a getter, a non-enumerable field, a polluted Object.prototype', async (t) => {
+  const refused = (message) => copyMessage(message, size) instanceof Refused
+  t.notOk(refused(Object.defineProperty({}, 'value', { value: 'v', enumerable: false })), 'a non-enumerable own value is a value')
+  class WithGetter { get value () { return 'v' } }
+  t.notOk(refused(new WithGetter()), 'a getter on the class')
+  t.ok(refused({ key: 'k' }), 'no value at all')
+  t.ok(refused({ value: undefined }), 'an own undefined')
+  Object.prototype.value = 'polluted' // eslint-disable-line no-extend-native
+  try {
+    t.notOk(refused({}), 'kafkajs reads the polluted value through the prototype')
+    t.notOk(refused(Object.create(null, { value: { value: 'v', enumerable: false } })), 'a null prototype with its own, non-enumerable value')
+    t.ok(refused(Object.create(null)), 'a null prototype reads nothing from Object.prototype')
+  } finally {
+    delete Object.prototype.value
+  }
+})

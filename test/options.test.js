@@ -168,3 +168,18 @@ t.test('a refused string is shown escaped: no newline, escape or bidirectional o
   t.match(shown(oneOf('a'), 'x\u001b[31m'), 'got "x\\u001b[31m"')
   t.match(shown(stringArray(), ['x\u2066y', '']), 'got ["x\\u2066y",""]')
 })
+
+t.test('resolved options are an object V8 reads fast, not a dictionary (hot paths read them)', async (t) => {
+  const { spawnSync } = require('node:child_process')
+  const script = `
+    const { resolve } = require(${JSON.stringify(require.resolve('../lib/core/options'))})
+    const { spec } = require(${JSON.stringify(require.resolve('../lib/batch/options'))})
+    const o = resolve('x', spec, { send: () => {} })
+    process.stdout.write(JSON.stringify([Object.keys(spec).length, %HasFastProperties(o), Object.isFrozen(o)]))`
+  const child = spawnSync(process.execPath, ['--allow-natives-syntax', '-e', script], { encoding: 'utf8' })
+  t.equal(child.status, 0, child.stderr)
+  const [keys, fast, frozen] = JSON.parse(child.stdout)
+  t.ok(keys > 12, 'enough options to have made a dictionary')
+  t.equal(fast, true)
+  t.equal(frozen, true)
+})

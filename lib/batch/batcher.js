@@ -13,15 +13,30 @@ const {
   ERR_IO_HYGIENE_INVALID_RESULT,
 } = require('../core/errors')
 const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = require('./options')
-const { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, RunClock } = require('./records')
+const { WAITING, QUEUED, BATCHED, DONE, capture, recordOf, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
 const { drainHooks } = require('./drain-hooks')
 const { backoffMs, takeRetries } = require('./retry')
 const { WakeTimer } = require('./wake-timer')
 
+// A push's promise settled as `how(item, value)` says: resolved with what it
+// returns, rejected with what it throws.
+function settleAs (rec, how, value) {
+  let out
+  try {
+    out = how(rec.item, value)
+  } catch (error) {
+    rec.reject(error)
+    return
+  }
+  rec.resolve(out)
+}
+
 class Batcher {
   #options
   #what
+  // A sink's own settling of each push() (not pushAll()): see createBatcher().
+  #fate
   #groups = new Map()
   // What keeps every send, settle and timer tick from walking all groups:
   // the groups touched since the last pump, the line of groups with a batch
@@ -60,8 +75,9 @@ class Batcher {
   #flushError
   #queueWait
 
-  constructor (options) {
+  constructor (options, fate = null) {
     this.#options = options
+    this.#fate = fate
     this.#what = `batcher "${options.name}"`
     this.#flushOk = histogram('batch.flush', { batcher: options.name, outcome: 'ok' })
     this.#flushError = histogram('batch.flush', { batcher: options.name, outcome: 'error' })
@@ -79,25 +95,26 @@ class Batcher {
 
   push (item) {
     const o = this.#options
-    if (this.#closed) return this.#drop(new ERR_IO_HYGIENE_CLOSED(this.#what))
+    if (this.#closed) return this.#dropOne(item, new ERR_IO_HYGIENE_CLOSED(this.#what))
     let bytes
     let key
     try {
       bytes = o.sizeOf(item)
       if (o.groupOf !== null) key = o.groupOf(item)
     } catch (err) {
-      return this.#drop(err)
+      return this.#dropOne(item, err)
     }
     const invalid = itemSizeError(this.#what, o, bytes, 'push()')
-    if (invalid !== null) return this.#drop(invalid)
+    if (invalid !== null) return this.#dropOne(item, invalid)
     // Nobody overtakes a waiting push: that would break call order.
     const fits = this.#waiting.length === 0 && this.#hasRoom(1, bytes)
     if (!fits) {
-      if (o.overflow === 'reject') return this.#drop(this.#queueFull('no room'))
-      if (!this.#waiting.mayWait(1, bytes, o)) return this.#drop(this.#queueFull(this.#waiting.fullReason(o)))
+      if (o.overflow === 'reject') return this.#dropOne(item, this.#queueFull('no room'))
+      if (!this.#waiting.mayWait(1, bytes, o)) return this.#dropOne(item, this.#queueFull(this.#waiting.fullReason(o)))
     }
     const promise = new Promise(capture)
-    const rec = new Pending(item, bytes, key, ++this.#seq, this.#clock.now())
+    const rec = recordOf(item, bytes, key, ++this.#seq, this.#clock.now())
+    rec.fate = this.#fate
     if (fits) {
       this.#admit(rec)
     } else {
@@ -132,7 +149,7 @@ class Batcher {
     const promises = new Array(n)
     for (let i = 0; i < n; i++) {
       promises[i] = new Promise(capture)
-      records[i] = new Pending(items[i], sizes[i], keys[i], ++this.#seq, now)
+      records[i] = recordOf(items[i], sizes[i], keys[i], ++this.#seq, now)
     }
     if (fits) {
       for (const rec of records) this.#admit(rec)
@@ -157,6 +174,15 @@ class Batcher {
       return Promise.reject(err)
     }
     return this.#drain(timeoutMs, `${this.#what} flush()`, null)
+  }
+
+  // flush() with nobody waiting: everything pushed so far is due now, and
+  // no waiter is kept (a sink that flushes every idle burst: lib/kafka).
+  sendNow () {
+    this.#flushUpTo = this.#seq
+    if (this.#held === 0) return
+    for (const group of this.#groups.values()) this.#touch(group)
+    this.#schedule()
   }
 
   close (options) {
@@ -438,7 +464,8 @@ class Batcher {
         continue
       }
       rec.state = DONE
-      rec.resolve(value === undefined ? undefined : value[i])
+      if (rec.fate === null) rec.resolve(value === undefined ? undefined : value[i])
+      else settleAs(rec, rec.fate.resolved, value === undefined ? undefined : value[i])
       bytes += rec.bytes
       flushed++
     }
@@ -517,7 +544,8 @@ class Batcher {
       const err = makeError()
       if (rec.state === WAITING) this.#counters.dropped++
       else this.#counters.rejected++
-      rec.reject(err)
+      if (rec.fate === null) rec.reject(err)
+      else settleAs(rec, rec.fate.rejected, err)
       this.#release(rec)
       first ??= err
       count++
@@ -527,11 +555,26 @@ class Batcher {
     }
   }
 
+  // Refuses one push(), settled as the sink's fate says when it has one.
+  #dropOne (item, err) {
+    if (this.#fate === null) return this.#drop(err)
+    this.#dropped(err, 1)
+    try {
+      return Promise.resolve(this.#fate.rejected(item, err))
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
   // Refuses `count` pushes with one error (one promise for all of them).
   #drop (err, count = 1) {
+    this.#dropped(err, count)
+    return Promise.reject(err)
+  }
+
+  #dropped (err, count) {
     this.#counters.dropped += count
     if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: this.#options.name, items: count, error: err, stage: 'push' })
-    return Promise.reject(err)
   }
 
   // Resolves once everything pushed so far has settled.

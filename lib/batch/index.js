@@ -52,6 +52,17 @@
 //     ERR_IO_HYGIENE_TIMEOUT and close() rejects with one too. Idempotent.
 //   b.stats() -> counters (see stats()), b.closed, b.name
 //
+// For the sinks built in lib/ only (not in the types or docs):
+//   b.sendNow(): flush() with nobody waiting (no promise, no waiter to
+//     count down), for a sink that flushes every idle burst.
+//   createBatcher(options, fate): `fate` is { resolved(item, result),
+//     rejected(item, error) }; it settles each push()'s promise (not
+//     pushAll()'s) with what it returns, or rejects it with what it throws,
+//     so that a sink whose callers need more than the batch's result or
+//     error gives it without a promise of its own per item.
+//   Pending: the batcher's record of a push; an item of a class that
+//     extends it (its `item` itself) is its own record, one object per push.
+//
 // Order: a group has at most one batch in flight or waiting to retry, so
 // pushes of one group reach the sink in push order, also across retries.
 // A batch's pushes settle after the next batch has been handed to the sink
@@ -70,9 +81,10 @@ const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = re
 const { spec, checkLimits, queueOptions } = require('./options')
 const { Batcher } = require('./batcher')
 const { Retry } = require('./retry')
+const { Pending } = require('./records')
 const { drainHooks } = require('./drain-hooks')
 
-function createBatcher (options) {
+function createBatcher (options, fate = null) {
   const where = 'createBatcher()'
   const o = resolve(where, spec, options)
   if (o.send === null) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'send', 'a function', undefined)
@@ -80,7 +92,7 @@ function createBatcher (options) {
   if (o.concurrency > 1 && o.groupOf === null) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'concurrency above 1 needs groupOf: one group never has two batches in flight, so that it keeps its order')
   }
-  return new Batcher(o)
+  return new Batcher(o, fate)
 }
 
-module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks, Retry }
+module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks, Retry, Pending }

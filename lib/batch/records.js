@@ -27,7 +27,22 @@ class Pending {
     this.state = WAITING
     this.at = at // when push() was called: its deadline and its linger count from here
     this.unit = null // on the first of pushAll()'s waiting items: { items, bytes } admitted together
+    this.fate = null // the sink's settling of a push(): see createBatcher()
   }
+}
+
+// push()'s record of `item`: a new Pending, or the item itself when it is
+// one (a sink's own record class extends Pending: one object per push, not
+// two), filled in as the constructor would.
+function recordOf (item, bytes, key, seq, at) {
+  if (!(item instanceof Pending)) return new Pending(item, bytes, key, seq, at)
+  item.bytes = bytes
+  item.key = key
+  item.seq = seq
+  item.resolve = capturedResolve
+  item.reject = capturedReject
+  item.at = at
+  return item
 }
 
 class Group {
@@ -128,4 +143,4 @@ class RunClock {
   }
 }
 
-module.exports = { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, Batch, RunClock }
+module.exports = { WAITING, QUEUED, BATCHED, DONE, capture, Pending, recordOf, Group, Batch, RunClock }

@@ -1,13 +1,17 @@
 'use strict'
 
 // An array with a moving head, so that taking a batch off the front is not
-// O(queue length).
+// O(queue length). Emptied, it keeps its slots for the next fill (a batcher's
+// queue fills and empties once per batch) unless they are many.
+const KEEP_SLOTS = 4096
+
 class Fifo {
   #items = []
   #head = 0
+  #tail = 0
 
   get length () {
-    return this.#items.length - this.#head
+    return this.#tail - this.#head
   }
 
   peek () {
@@ -15,18 +19,22 @@ class Fifo {
   }
 
   push (value) {
-    this.#items.push(value)
+    this.#items[this.#tail++] = value
   }
 
   shift () {
     const items = this.#items
-    const value = items[this.#head]
-    items[this.#head++] = undefined
-    if (this.#head === items.length) {
-      items.length = 0
+    const head = this.#head
+    const value = items[head]
+    items[head] = undefined
+    this.#head = head + 1
+    if (this.#head === this.#tail) {
+      if (items.length > KEEP_SLOTS) this.#items = []
       this.#head = 0
-    } else if (this.#head >= 1024 && this.#head * 2 >= items.length) {
-      this.#items = items.slice(this.#head)
+      this.#tail = 0
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#tail) {
+      this.#items = items.slice(this.#head, this.#tail)
+      this.#tail -= this.#head
       this.#head = 0
     }
     return value

@@ -3,19 +3,20 @@
 // Each message of a batch its own fate: wrapProducer()'s record of a message
 // (Item), and what an attempt's outcome (send-messages.js's kOutcome) says
 // of each. A batch carries callers; it never merges their fates.
-const { Retry } = require('../batch')
+const { Retry, Pending } = require('../batch')
 const { NO_PARTITION, PARTITIONER_THREW } = require('./send-messages')
 const { NO_METADATA, Unwritten, ownEntries, atPosition } = require('./outcomes')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, describe } = require('../core/errors')
 
 // The batcher works on messages: the one record a message costs us besides
-// its caller's promise and the batcher's. `request` holds what must be equal
-// within one Produce request.
-class Item {
+// its caller's promise, which is also the batcher's record of it (Pending).
+// `request` holds what must be equal within one Produce request.
+class Item extends Pending {
   constructor (topic, message, bytes, request) {
+    super(null, bytes, undefined, 0, 0)
+    this.item = this
     this.topic = topic
     this.message = message
-    this.bytes = bytes
     this.request = request
     // Its own fate, once known while the rest of its batch is still being
     // sent: its RecordMetadata (written), or an Unwritten (refused for

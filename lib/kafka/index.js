@@ -114,6 +114,23 @@ const MAX_CALLS_IN_FLIGHT = 1_000
 // Indexed by acks + 1 (acks is -1, 0 or 1).
 const PLAIN_REQUESTS = [-1, 0, 1].map((acks) => requestGroup(acks, undefined, undefined))
 
+// How the batcher settles a one-message call (push()): with the message's own
+// RecordMetadata, or its own rejection, which says whether it may have been
+// written. Settled by a request that failed later (written, or refused on its
+// own), then out of time or closed while the rest of its batch was retried:
+// its own fate stands.
+const FATE = {
+  resolved: (item, value) => settledOne(value),
+  rejected: (item, error) => {
+    // (kafka-unit's "written ... then out of time" test reaches it, but its
+    // deadline can fire before or after the retry settles: which branch a
+    // run takes depends on the machine.)
+    /* c8 ignore next */
+    if (item.written !== null) return settledOne(item.written)
+    throw rejection(error, writtenOf(item))
+  },
+}
+
 function sizeOf (item) {
   return item.bytes
 }
@@ -169,7 +186,7 @@ class WrappedProducer {
       sizeOf,
       groupOf,
       isRetriable,
-    })
+    }, FATE)
     if (options.flushOnSignals) onShutdown(this, drainHooks(this.#batcher, options.shutdownTimeoutMs, (timeoutMs) => this.disconnect({ timeoutMs })))
   }
 
@@ -323,34 +340,25 @@ class WrappedProducer {
       }
     }
     if (first === null) return Promise.resolve([])
-    // One message (the usual send()): one step over the batcher's promise. A
-    // call of several is queued whole or refused whole (pushAll), and settles
-    // once all of its messages have, so that its `written` is final. Every
-    // rejection says whether the call's messages may have been written.
+    // One message (the usual send()): the batcher's own promise, settled by
+    // FATE. A call of several is queued whole or refused whole (pushAll), and
+    // settles once all of its messages have, so that its `written` is final.
+    // Every rejection says whether the call's messages may have been written.
     const pending = items === null
-      ? this.#batcher.push(first).then(settledOne, (error) => this.#rejectOne(error, first))
+      ? this.#batcher.push(first)
       : Promise.allSettled(this.#batcher.pushAll(items)).then((outcomes) => this.#settleCall(outcomes, items))
     if (!this.#busy && !this.#kicked && !this.#perCall) {
       // Nothing in flight: flush now. The batch is cut in a microtask, so the
       // rest of a synchronous burst (or of the callers a batch just released)
-      // still joins it. flush() without a timeout never rejects.
+      // still joins it.
       this.#kicked = true
-      // Cleared when the batch starts; and here too, for a flush that found
-      // nothing to send (every push refused), or the next send would linger.
-      this.#batcher.flush().then(this.#unkick)
+      this.#batcher.sendNow()
+      // Cleared when the batch starts (its pump runs before this); and here
+      // too, for a pump that found nothing to send (every push refused), or
+      // the next send would linger.
+      queueMicrotask(this.#unkick)
     }
     return pending
-  }
-
-  #rejectOne (error, item) {
-    // Settled by a request that failed later (written, or refused on its
-    // own), then out of time or closed while the rest of its batch was
-    // retried: its own fate stands. (kafka-unit's "written ... then out of
-    // time" test reaches it, but its deadline can fire before or after the
-    // retry settles: which branch a run takes depends on the machine.)
-    /* c8 ignore next */
-    if (item.written !== null) return settledOne(item.written)
-    throw rejection(error, writtenOf(item))
   }
 
   // A call of several messages resolves when all of them were written;

@@ -41,6 +41,9 @@ class Refused {
 }
 
 function zigzagSize (n) {
+  // The usual sizes, one or two bytes, without the loop.
+  if (n >= -64 && n < 64) return 1
+  if (n >= -8192 && n < 8192) return 2
   let unsigned = n >= 0 ? 2 * n : -2 * n - 1
   let bytes = 1
   while (unsigned >= 0x80) {
@@ -138,15 +141,27 @@ function ownField (copy, name, what) {
   return sizeOf(bytes)
 }
 
+// The message's value as kafkajs reads it: the copy's own, else the
+// message's (a getter, a non-enumerable field, a prototype's). When the
+// copy's prototype is Object.prototype and that has no "value" (asked
+// without reading it), the copy's value is its own or undefined: no
+// own-property check is needed for the usual message.
+function valueOf (copy, message, plain) {
+  if (!plain || 'value' in objectProto) return hasOwn(copy, 'value') ? copy.value : message.value
+  const value = copy.value
+  return value !== undefined || hasOwn(copy, 'value') ? value : message.value
+}
+
 // The copy kafkajs gets for `message`, and its record's size when alone in a
 // batch; or a Refused. `out` receives the size (one object per call, reused).
 function copyMessage (message, out) {
   if (message === null || typeof message !== 'object') return new Refused('must be an object with a "value" (null for a tombstone)')
   const copy = { ...message }
   const proto = Object.getPrototypeOf(message)
+  const plain = proto === objectProto || proto === null
   // A class's fields: the partitioner and the timestamps see them, as on the original.
-  if (proto !== objectProto && proto !== null) Object.setPrototypeOf(copy, proto)
-  if ((hasOwn(copy, 'value') ? copy.value : message.value) === undefined) return new Refused('needs a "value" (null for a tombstone)')
+  if (!plain) Object.setPrototypeOf(copy, proto)
+  if (valueOf(copy, message, plain) === undefined) return new Refused('needs a "value" (null for a tombstone)')
 
   const keySize = ownField(copy, 'key', '"key"')
   if (keySize instanceof Refused) return keySize

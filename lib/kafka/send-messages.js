@@ -48,10 +48,22 @@ const PARTITIONER_THREW = -2
 
 const asIs = async (data) => data
 
-function isPartitionOf (partitionMetadata, partition) {
-  if (!Number.isInteger(partition) || partition < 0) return false
-  for (let i = 0; i < partitionMetadata.length; i++) if (partitionMetadata[i].partitionId === partition) return true
-  return false
+// The topic's partitions by id: null for each the metadata has (its batch
+// once a message goes to it), 0 for an id it lacks. Ids are 0 to n - 1; one
+// past what an array should hold is left out (no message can go to it).
+const MAX_PARTITION_ID = 1_000_000
+function partitionLists (partitionMetadata) {
+  let last = -1
+  for (let i = 0; i < partitionMetadata.length; i++) {
+    const id = partitionMetadata[i].partitionId
+    if (Number.isInteger(id) && id > last && id <= MAX_PARTITION_ID) last = id
+  }
+  const lists = new Array(last + 1).fill(0)
+  for (let i = 0; i < partitionMetadata.length; i++) {
+    const id = partitionMetadata[i].partitionId
+    if (Number.isInteger(id) && id >= 0 && id <= last) lists[id] = null
+  }
+  return lists
 }
 
 function createSendMessagesFactory (dir) {
@@ -133,17 +145,19 @@ function createSendMessagesFactory (dir) {
           throw new KafkaJSMetadataNotLoaded('Producing to topic without metadata')
         }
         const perRecord = messages[kPerRecord] === true
-        // One tight loop around the partitioner (no key built per message):
-        // the event loop is held for the whole of it.
+        // Each partition of the metadata's batch by its id, in an array made
+        // before the loop (filled: no hole reads through the prototype), so
+        // that the loop around the partitioner does no lookup by key: the
+        // event loop is held for the whole of it. 0: no such partition.
+        const perPartition = partitionLists(partitionMetadata)
+        const last = perPartition.length - 1
         const partitions = new Array(messages.length)
         const position = new Array(messages.length)
-        const perPartition = new Map()
         for (let i = 0; i < messages.length; i++) {
           const message = messages[i]
           let partition
           try {
-            // As kafkajs reads its grouping's keys back: a number.
-            partition = Number(partitioner({ topic, partitionMetadata, message }))
+            partition = partitioner({ topic, partitionMetadata, message })
           } catch (error) {
             if (!perRecord) throw error
             thrown ??= new Map()
@@ -151,21 +165,24 @@ function createSendMessagesFactory (dir) {
             partitions[i] = PARTITIONER_THREW
             continue
           }
-          let list = perPartition.get(partition)
-          if (list === undefined) {
-            // kafkajs sends a partition its metadata does not have nowhere,
-            // and resolves: its messages are never written.
-            if (!isPartitionOf(partitionMetadata, partition)) {
-              partitions[i] = NO_PARTITION
-              continue
-            }
-            perPartition.set(partition, (list = []))
+          // As kafkajs reads its grouping's keys back: a number.
+          if (typeof partition !== 'number') partition = Number(partition)
+          let list = (partition >>> 0) === partition && partition <= last ? perPartition[partition] : 0
+          // kafkajs sends a partition its metadata does not have nowhere,
+          // and resolves: its messages are never written.
+          if (list === 0) {
+            partitions[i] = NO_PARTITION
+            continue
           }
+          if (list === null) perPartition[partition] = list = []
           partitions[i] = partition
           position[i] = list.length
           list.push(message)
         }
-        for (const [partition, list] of perPartition) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list })
+        for (let partition = 0; partition <= last; partition++) {
+          const list = perPartition[partition]
+          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list })
+        }
         assigned.set(messages, partitions)
         positions.set(messages, position)
       }
