@@ -293,7 +293,7 @@ t.test('the grouping and the partitions read own properties only: a polluted Obj
 // wrapProducer() on the corrected sendMessages itself, with the scripted
 // cluster underneath: what each caller of a batch gets when a request fails
 // in part. `partitioner` decides each message's partition.
-function wrapped (s, { partitioner, retry = { retries: 1 } } = {}) {
+function wrapped (s, { partitioner, retry = { retries: 1 }, wrap } = {}) {
   const { wrapProducer } = require('../lib/kafka')
   const { kafkajsPatchStatus } = require('../lib/kafka/kafkajs-patch')
   const logger = { debug () {}, info () {}, warn () {}, error () {} }
@@ -318,7 +318,7 @@ function wrapped (s, { partitioner, retry = { retries: 1 } } = {}) {
     // As kafkajs's producer: its topicMessages (one entry per topic) to sendMessages.
     sendBatch: ({ acks = -1, timeout, compression, topicMessages }) => sendMessages({ acks, timeout, compression, topicMessages }),
   }
-  return wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
+  return wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false, ...wrap })
 }
 
 t.test('one message object sent twice, one copy refused at first: each copy written once, each call with its own partition', async (t) => {
@@ -487,6 +487,57 @@ t.test('wrapProducer(): a partition refused for a while holds none of its batch-
   await producer.disconnect()
 })
 
+t.test('wrapProducer(): sends made while a partition is refused are written meanwhile; one to that partition stays behind its earlier records', async (t) => {
+  // Partition 1 has too few in-sync replicas until `healed`. A backoff long
+  // enough that the later sends come while it runs.
+  let healed = false
+  const s = scripted({ leaders: [1, 1], script: () => healed ? undefined : { errors: { 1: NOT_ENOUGH_REPLICAS } } })
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key), wrap: { retryBackoffMs: 1000, maxRetryBackoffMs: 1000, deliveryTimeoutMs: 20_000 } })
+  const settled = []
+  const track = (i, promise) => promise.then((value) => { settled.push(i); return value }, (error) => { settled.push(i); throw error })
+  const stuck = track('1-0', producer.send({ topic: 't', messages: [{ key: '1', value: '1-0' }] }))
+  await track('0-0', producer.send({ topic: 't', messages: [{ key: '0', value: '0-0' }] }))
+  // While partition 1 waits out its backoff: one for it, one for partition 0.
+  const behind = track('1-1', producer.send({ topic: 't', messages: [{ key: '1', value: '1-1' }] }))
+  const beside = track('0-1', producer.send({ topic: 't', messages: [{ key: '0', value: '0-1' }] }))
+  t.equal(await Promise.race([beside.then(() => 'beside'), stuck.then(() => 'stuck')]), 'beside', 'the later send to partition 0 resolves first')
+  t.same(settled, ['0-0', '0-1'], 'both partition 1 sends still wait')
+  t.same(s.log.filter(([, p]) => p === 1).map(([, , , values]) => values), [['1-0']], 'the later one to partition 1 is not sent while it is muted')
+  healed = true
+  t.same((await Promise.all([stuck, behind])).map((r) => r.map((e) => e.partition)), [[1], [1]], 'once it takes them, both resolve')
+  const writes = s.log.filter(([, p]) => p === 1).map(([, , , values]) => values)
+  t.same(writes.at(-1), ['1-0', '1-1'], 'in one batch, in send order')
+  t.ok(writes.every((values) => values[0] === '1-0'), 'the later one never sent ahead of, or without, the earlier one')
+  t.same(s.log.filter(([, p]) => p === 0).map(([, , , values]) => values), [['0-0'], ['0-1']], 'partition 0 sent once each')
+  await producer.disconnect()
+})
+
+t.test('wrapProducer(): a partition refused until the deadline rejects its caller, not written; a topic retried until it is known holds back only its own later sends', async (t) => {
+  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
+  const s = scripted({ leaders: [1, 1], script: () => ({ errors: { 1: NOT_ENOUGH_REPLICAS } }) })
+  // "later" is being created: unknown to the cluster for its first asks.
+  let unknown = 3
+  s.cluster.addMultipleTargetTopics = async (topics) => {
+    if (topics.includes('later') && unknown > 0) {
+      unknown--
+      throw fromCode(3)
+    }
+  }
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key), wrap: { retryBackoffMs: 200, maxRetryBackoffMs: 200, deliveryTimeoutMs: 3000 } })
+  const stuck = producer.send({ topic: 't', messages: [{ key: '1', value: 'stuck' }] })
+  const first = producer.send({ topic: 'later', messages: [{ key: '0', value: 'l-0' }] })
+  await producer.send({ topic: 't', messages: [{ key: '0', value: '0-0' }] })
+  // While both wait out a backoff: "later"'s next send is held behind its first.
+  const second = producer.send({ topic: 'later', messages: [{ key: '0', value: 'l-1' }] })
+  await producer.send({ topic: 't', messages: [{ key: '0', value: '0-1' }] })
+  t.same(s.log.filter(([, , , values]) => values.includes('l-1')), [], 'not sent while its topic waits to be known')
+  t.same((await Promise.all([first, second])).map((r) => r.map((e) => e.partition)), [[0], [0]], 'the topic\'s sends resolve once it is known')
+  const values = s.log.map(([, , , values]) => values).flat()
+  t.ok(values.indexOf('l-0') < values.indexOf('l-1'), 'in send order')
+  await t.rejects(stuck, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: false, cause: { type: 'NOT_ENOUGH_REPLICAS' } }, 'the stuck send: its deadline, not written, the broker\'s answer as cause')
+  await producer.disconnect()
+})
+
 t.test('wrapProducer()\'s calls: a topic the cluster refuses fails only its own messages, alone or among others', async (t) => {
   const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
   const s = scripted({ leaders: [1, 1] })
@@ -575,7 +626,9 @@ t.test('wrapProducer()\'s calls: a topic refused stays aside on the next attempt
   ])
   t.match(missing.reason, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false, cause: { type: 'UNKNOWN_TOPIC_OR_PARTITION' } })
   t.same(good.value.map((e) => e.partition), [0], 'the other topic of the batch is written')
-  t.same(asked.slice(0, 6), [['missing', 't'], ['missing'], ['missing', 't'], ['missing'], ['t'], ['t']], 'the hiccup taken for no refusal: asked again; once refused, "missing" is not asked again')
+  // One attempt per call for wrapProducer(): the hiccup ends the first, and
+  // the wrapper's next attempt asks again.
+  t.same(asked.slice(0, 5), [['missing', 't'], ['missing'], ['missing', 't'], ['missing'], ['t']], 'the hiccup taken for no refusal: asked again; once refused, "missing" is set aside for the rest of the attempt')
   t.same(s.log.map(([, partition, , values]) => [partition, values]), [[0, ['g']], [0, ['g']]], 'only "t" sent, again after the refusal')
   await producer.disconnect()
 })

@@ -10,18 +10,18 @@ const {
   ERR_IO_HYGIENE_QUEUE_FULL,
   ERR_IO_HYGIENE_CLOSED,
   ERR_IO_HYGIENE_TIMEOUT,
-  ERR_IO_HYGIENE_INVALID_RESULT,
 } = require('../core/errors')
-const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = require('./options')
+const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure, resultError } = require('./options')
 const { WAITING, QUEUED, BATCHED, DONE, capture, Pending, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
 const { drainHooks } = require('./drain-hooks')
-const { backoffMs, takeRetries } = require('./retry')
+const { backoffMs, takeRetries, topUp, fits } = require('./retry')
 const { WakeTimer } = require('./wake-timer')
 
 class Batcher {
   #options
   #what
+  #merging // a batch waiting to retry goes with what is queued after it (retry.js)
   #groups = new Map()
   // What keeps every send, settle and timer tick from walking all groups:
   // the groups touched since the last pump, the line of groups with a batch
@@ -60,8 +60,9 @@ class Batcher {
   #flushError
   #queueWait
 
-  constructor (options) {
+  constructor (options, merging = false) {
     this.#options = options
+    this.#merging = merging
     this.#what = `batcher "${options.name}"`
     this.#flushOk = histogram('batch.flush', { batcher: options.name, outcome: 'ok' })
     this.#flushError = histogram('batch.flush', { batcher: options.name, outcome: 'error' })
@@ -266,7 +267,9 @@ class Batcher {
       // A group in the line stays sendable: only this loop sends, and a
       // group whose items all expired meanwhile was removed.
       if (group.removed) continue
-      this.#send(group, group.batch ?? this.#cut(group))
+      const batch = group.batch ?? this.#cut(group)
+      if (this.#merging && batch.attempt > 0) this.#batched += topUp(group, batch, o, now)
+      this.#send(group, batch)
       this.#rewake(group, now)
     }
     this.#arm(now)
@@ -286,7 +289,7 @@ class Batcher {
       return
     }
     const ready = batch !== null
-      ? !batch.inFlight && batch.retryAt <= now
+      ? !batch.inFlight && (batch.retryAt <= now || (this.#merging && fits(group, batch, this.#options) && this.#isDue(group, now)))
       : this.#isDue(group, now)
     if (ready && !group.ready) {
       group.ready = true
@@ -306,9 +309,8 @@ class Batcher {
     if (batch !== null) {
       next = batch.deadline
       if (!batch.inFlight && batch.retryAt > now && batch.retryAt < next) next = batch.retryAt
-    } else if (head !== undefined && !this.#isDue(group, now)) {
-      next = head.at + o.lingerMs
     }
+    if (head !== undefined && (batch === null || (this.#merging && !batch.inFlight)) && !this.#isDue(group, now)) next = Math.min(next, head.at + o.lingerMs)
     if (head !== undefined && head.at + o.deliveryTimeoutMs < next) next = head.at + o.deliveryTimeoutMs
     if (next === Infinity) this.#wake.remove(group)
     else if (next !== group.dueAt) this.#wake.set(group, next)
@@ -332,8 +334,8 @@ class Batcher {
     const records = batch.records
     const items = new Array(records.length)
     const started = performance.now()
-    batch.attempt++
-    if (batch.attempt === 1) {
+    if (batch.held === 0) batch.attempt++
+    if (batch.fresh === 0) {
       // `at` is the clock of the item's run of pushes (#now()): its wait,
       // from the clock reads the batcher makes anyway.
       const wait = this.#queueWait
@@ -343,12 +345,16 @@ class Batcher {
       }
     } else {
       for (let i = 0; i < records.length; i++) items[i] = records[i].item
+      for (let i = batch.fresh; i < records.length; i++) this.#queueWait.record(started - records[i].at)
     }
+    batch.fresh = records.length
     batch.inFlight = true
     this.#batchesInFlight++
     let pending
     try {
-      pending = this.#options.send(items, { group: group.key, attempt: batch.attempt })
+      pending = this.#options.send(items, this.#merging
+        ? { group: group.key, attempt: batch.attempt, held: batch.held }
+        : { group: group.key, attempt: batch.attempt })
     } catch (err) {
       pending = Promise.reject(err)
     }
@@ -365,10 +371,10 @@ class Batcher {
     this.#batchesInFlight--
     batch.inFlight = false
     this.#counters.flushes++
-    if (ok && value !== undefined && (!Array.isArray(value) || value.length !== records.length)) {
+    const invalid = ok ? resultError(this.#what, value, records.length) : null
+    if (invalid !== null) {
       ok = false
-      value = new ERR_IO_HYGIENE_INVALID_RESULT(this.#what,
-        `send() must resolve with undefined or an array of ${records.length} results, got ${Array.isArray(value) ? `an array of ${value.length}` : typeof value}`)
+      value = invalid
     }
     if (ok) this.#flushOk.record(now - started)
     else this.#flushError.record(now - started)
@@ -393,19 +399,15 @@ class Batcher {
       if (this.#batchesInFlight > inFlight) setImmediate(this.#settle, records, value)
       else this.#settle(records, value)
       return
+    }
+    this.#counters.flushErrors++
+    group.lastError = value
+    if (!isRetriable(this.#options, value)) {
+      this.#rejectRecords(records, () => value, 'send')
+      group.batch = null
     } else {
-      this.#counters.flushErrors++
-      group.lastError = value
-      if (!isRetriable(this.#options, value)) {
-        this.#rejectRecords(records, () => value, 'send')
-        group.batch = null
-      } else {
-        this.#expireBatch(group, now)
-        if (group.batch !== null) {
-          batch.retryAt = now + backoffMs(o, batch.attempt)
-          this.#counters.retried++
-        }
-      }
+      this.#expireBatch(group, now)
+      this.#backOff(group, batch, now)
     }
     this.#schedule()
   }
@@ -417,12 +419,16 @@ class Batcher {
     const settled = takeRetries(group, batch, value)
     if (settled === null) return false
     this.#expireBatch(group, now)
-    if (group.batch !== null) {
-      batch.retryAt = now + backoffMs(this.#options, batch.attempt)
-      this.#counters.retried++
-    }
+    this.#backOff(group, batch, now)
     if (settled.done.length > 0) this.#settle(settled.done, settled.results)
     return true
+  }
+
+  // After a backoff, unless this send held them back (theirs still runs).
+  #backOff (group, batch, now) {
+    if (group.batch === null || batch.held > 0) return
+    batch.retryAt = now + backoffMs(this.#options, batch.attempt)
+    this.#counters.retried++
   }
 
   // Per record only what a caller sees: its promise resolved. The books,

@@ -73,6 +73,18 @@ const { Retry } = require('./retry')
 const { drainHooks } = require('./drain-hooks')
 
 function createBatcher (options) {
+  return new Batcher(validated(options))
+}
+
+// Not public: for a sink that keeps its items' order itself (wrapProducer()),
+// a batch waiting to retry goes with what is queued after it (retry.js's
+// topUp()), and send()'s second argument says how many of its first items
+// it holds back (`held`).
+function createMergingBatcher (options) {
+  return new Batcher(validated(options), true)
+}
+
+function validated (options) {
   const where = 'createBatcher()'
   const o = resolve(where, spec, options)
   if (o.send === null) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'send', 'a function', undefined)
@@ -80,7 +92,7 @@ function createBatcher (options) {
   if (o.concurrency > 1 && o.groupOf === null) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'concurrency above 1 needs groupOf: one group never has two batches in flight, so that it keeps its order')
   }
-  return new Batcher(o)
+  return o
 }
 
-module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks, Retry }
+module.exports = { spec, createBatcher, createMergingBatcher, checkLimits, queueOptions, drainHooks, Retry }

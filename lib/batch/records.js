@@ -83,6 +83,10 @@ class Batch {
     this.attempt = 0
     this.inFlight = false
     this.retryAt = 0
+    // Its first records not sent yet (retry.js's topUp() adds some), and
+    // those of its own held back by this send (their backoff still runs).
+    this.fresh = 0
+    this.held = 0
     this.deadline = records[0].at + deliveryTimeoutMs
   }
 

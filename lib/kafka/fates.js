@@ -4,7 +4,7 @@
 // (Item), and what an attempt's outcome (send-messages.js's kOutcome) says
 // of each. A batch carries callers; it never merges their fates.
 const { Retry } = require('../batch')
-const { NO_PARTITION, PARTITIONER_THREW } = require('./send-messages')
+const { NO_PARTITION, PARTITIONER_THREW, kMuted } = require('./send-messages')
 const { NO_METADATA, Unwritten, ownEntries, atPosition } = require('./outcomes')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, describe } = require('../core/errors')
 
@@ -72,20 +72,23 @@ function fates (items, error) {
 // (its topic, its partition, its partitioner), or assigned a partition
 // still to write. Returns the messages to send again apart (the two halves
 // of each batch refused for a record), or null.
-function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown }, acks) {
+function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, declined, unsent }, acks) {
   const own = ownEntries(entries)
   let lastTopic = null
   let partitions
   let places
   let topicEntries
   let topicRefused
+  let topicMuted
   let refusals = null // "topic\0partition" -> its refused messages
   for (let i = 0; i < items.length; i++) {
     const item = items[i]
-    if (item.written !== null) continue
+    // Settled, or held back (not in this attempt: slot -1).
+    if (item.written !== null || item.slot < 0) continue
     if (item.topic !== lastTopic) {
       lastTopic = item.topic
       const messages = byTopic.get(lastTopic)
+      topicMuted = messages[kMuted]
       partitions = assigned.get(messages)
       places = positions?.get(messages)
       topicEntries = own.get(lastTopic)
@@ -100,7 +103,11 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       continue
     }
     const partition = partitions?.[item.slot]
-    if (partition === undefined) continue
+    if (partition === undefined) {
+      // Not handed to a broker: this attempt ended before it had a partition.
+      if (unsent === true) item.refusals++
+      continue
+    }
     if (partition === NO_PARTITION) {
       const named = item.message.partition
       item.written = new Unwritten(new ERR_IO_HYGIENE_INVALID_ARGUMENT('a kafka send()', named === undefined
@@ -125,10 +132,13 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       const list = refusals.get(key)
       if (list === undefined) refusals.set(key, [item])
       else list.push(item)
-    } else if (acks === 0 && !pending.has(key)) {
+    } else if (acks === 0 && !pending.has(key) && topicMuted?.has(partition) !== true) {
       item.written = NO_METADATA
     } else {
       item.partition = partition
+      // Held back (its partition muted), or answered "not appended": as good
+      // as never sent, for what a rejection says (mayBeWritten).
+      if (topicMuted?.has(partition) === true || declined?.has(key)) item.refusals++
     }
   }
   if (refusals === null) return null

@@ -1,11 +1,11 @@
 'use strict'
 
-const { createBatcher, checkLimits, queueOptions, drainHooks, Retry } = require('../batch')
+const { createBatcher, createMergingBatcher, checkLimits, queueOptions, drainHooks, Retry } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer } = require('./kafkajs-patch')
-const { kOutcome, kPerRecord } = require('./send-messages')
+const { kOutcome, kPerRecord, kMuted } = require('./send-messages')
 const { Item, settleAttempt, allSettled, fates } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
@@ -155,12 +155,17 @@ class WrappedProducer {
     // anything newer), and the idempotent producer's sequence numbers stay
     // valid: kafkajs rolls them back on a failed request, so a retry reuses
     // them and the broker drops a copy it already wrote.
+    // A partition whose batch waits to be sent again (NOT_ENOUGH_REPLICAS, a
+    // leader gone) holds back only what must stay behind it: the batcher
+    // sends the rest of the queue meanwhile, with the partitions of the
+    // batch's messages muted, and the batch with the next request once its
+    // backoff has run out, ahead of newer messages (#produce's `held`).
     // Per call: each call its own group, sent at once, as many in flight as
     // the batcher allows (kafkajs itself bounds none).
-    this.#batcher = createBatcher({
+    this.#batcher = (this.#perCall ? createBatcher : createMergingBatcher)({
       ...queueOptions(options),
       name: 'kafka',
-      send: (items) => this.#sendBatch(items),
+      send: (items, { held }) => this.#sendBatch(items, held),
       // Lingering applies to messages that arrive while a request is in
       // flight; one that arrives when nothing is in flight is sent at once
       // (see #enqueue), so an idle service pays no linger.
@@ -402,11 +407,11 @@ class WrappedProducer {
   // kafkajs says where each message went and what the broker answered for
   // its partition (kOutcome), and each caller resolves with its own
   // record's metadata or rejects for its own partition, topic or record.
-  async #sendBatch (items) {
+  async #sendBatch (items, held = 0) {
     this.#busy = true
     this.#kicked = false
     try {
-      const out = await this.#produce(items)
+      const out = await this.#produce(items, held)
       for (let i = 0; i < out.length; i++) if (out[i] instanceof Unwritten) this.#unwritten++
       return out
     } finally {
@@ -414,13 +419,17 @@ class WrappedProducer {
     }
   }
 
-  async #produce (items) {
+  // `held`: the first items are a batch waiting out its backoff, not sent
+  // now; nothing that must stay behind one of them goes either: the rest of
+  // its partition, or of its topic for one that was never given a partition.
+  async #produce (items, held = 0) {
+    const muted = held === 0 ? null : mutedBy(items, held)
     // Messages by topic, in call order; a batch mostly has one topic.
     const byTopic = new Map()
     let lastTopic = null
     let list = null
     let retry = false
-    for (let i = 0; i < items.length; i++) {
+    for (let i = held; i < items.length; i++) {
       const item = items[i]
       if (item.written !== null || item.partition !== null) {
         retry = true
@@ -433,8 +442,17 @@ class WrappedProducer {
           list = []
           // Each message its own caller's (send-messages.js).
           list[kPerRecord] = true
-          byTopic.set(lastTopic, list)
+          const partitions = muted?.get(lastTopic)
+          if (partitions === true) list = null
+          else {
+            if (partitions !== undefined) list[kMuted] = partitions
+            byTopic.set(lastTopic, list)
+          }
         }
+      }
+      if (list === null) {
+        item.slot = -1
+        continue
       }
       // A message the failed request assigned a partition goes to it again.
       item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
@@ -484,6 +502,8 @@ class WrappedProducer {
       // Resolved, yet a partition not written (or a topic not known yet): it
       // goes again alone, as a retry, and the rest settles now.
       let error = outcome.retry ?? outcome.topics?.values().next().value
+      // Held back, its reason stands (a Retry without one keeps it).
+      if (held > 0) return fates(items, error ?? undefined)
       if (error === null || error === undefined) {
         error = new Error('the produce response did not cover every partition of its request')
         error.retriable = true
@@ -537,6 +557,21 @@ class WrappedProducer {
       if (leftover) return
     }
   }
+}
+
+// The partitions (topic -> Set) held back by the first `held` items, which
+// are not sent; `true` for a topic one of them has no partition in yet.
+function mutedBy (items, held) {
+  const muted = new Map()
+  for (let i = 0; i < held; i++) {
+    const item = items[i]
+    item.slot = -1
+    const partitions = muted.get(item.topic)
+    if (item.partition === null) muted.set(item.topic, true)
+    else if (partitions === undefined) muted.set(item.topic, new Set([item.partition]))
+    else if (partitions !== true) partitions.add(item.partition)
+  }
+  return muted
 }
 
 // Decorates a kafkajs producer (duck-typed: connect, disconnect, sendBatch,
