@@ -183,6 +183,31 @@ t.test('a topic the producer never knew, with auto-creation not asked, rejects a
   t.ok(counts.plain > counts.wrapped, `plain kafkajs asked ${counts.plain} times`)
 })
 
+t.test('a topic whose max.message.bytes refused a batch: later batches to it are cut to what it took, without a refused request first', async (t) => {
+  const kafka = new Kafka({ clientId: 'sizes', brokers: broker.brokers, logLevel: logLevel.NOTHING, retry: RETRY })
+  const admin = kafka.admin()
+  await admin.connect()
+  t.teardown(() => admin.disconnect())
+  const topic = `fate-sizes-${process.pid}`
+  await createTopics(admin, [{ topic, configEntries: [{ name: 'max.message.bytes', value: '2000' }] }])
+  const raw = kafka.producer({ idempotent: true })
+  await raw.connect()
+  let produced = 0
+  raw.on(raw.events.REQUEST, ({ payload }) => { if (payload.apiName === 'Produce') produced++ })
+  const p = wrapProducer(raw, { flushOnSignals: false, deliveryTimeoutMs: 20_000 })
+  const requests = []
+  for (const round of [0, 1]) {
+    const before = produced
+    const sends = Array.from({ length: 20 }, (_, i) => p.send({ topic, messages: [{ value: `${round}-${i}-`.padEnd(300, 'x') }] }))
+    await Promise.all(sends)
+    requests.push(produced - before)
+  }
+  await p.disconnect()
+  t.ok(requests[1] < requests[0], `20 sends of 300 bytes: ${requests[0]} Produce requests the first time (refused, split), ${requests[1]} the next`)
+  const records = await readBack(kafka, admin, { sizes: topic })
+  t.same(values(records.sizes), [0, 1].flatMap((round) => Array.from({ length: 20 }, (_, i) => `${round}-${i}-`.padEnd(300, 'x'))), 'every record once, in call order')
+})
+
 t.test('a partition the topic does not have, or a partitioner that throws, fails only that caller, at once', async (t) => {
   // The partitioner: the partition a message names, none for key
   // "nowhere", an Error for key "boom", else by key.

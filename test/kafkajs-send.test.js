@@ -501,14 +501,16 @@ t.test('wrapProducer(): sends made while a partition is refused are written mean
   const behind = track('1-1', producer.send({ topic: 't', messages: [{ key: '1', value: '1-1' }] }))
   const beside = track('0-1', producer.send({ topic: 't', messages: [{ key: '0', value: '0-1' }] }))
   t.equal(await Promise.race([beside.then(() => 'beside'), stuck.then(() => 'stuck')]), 'beside', 'the later send to partition 0 resolves first')
-  t.same(settled, ['0-0', '0-1'], 'both partition 1 sends still wait')
+  // And one more, with both partition 1 sends held.
+  await track('0-2', producer.send({ topic: 't', messages: [{ key: '0', value: '0-2' }] }))
+  t.same(settled, ['0-0', '0-1', '0-2'], 'both partition 1 sends still wait')
   t.same(s.log.filter(([, p]) => p === 1).map(([, , , values]) => values), [['1-0']], 'the later one to partition 1 is not sent while it is muted')
   healed = true
   t.same((await Promise.all([stuck, behind])).map((r) => r.map((e) => e.partition)), [[1], [1]], 'once it takes them, both resolve')
   const writes = s.log.filter(([, p]) => p === 1).map(([, , , values]) => values)
   t.same(writes.at(-1), ['1-0', '1-1'], 'in one batch, in send order')
   t.ok(writes.every((values) => values[0] === '1-0'), 'the later one never sent ahead of, or without, the earlier one')
-  t.same(s.log.filter(([, p]) => p === 0).map(([, , , values]) => values), [['0-0'], ['0-1']], 'partition 0 sent once each')
+  t.same(s.log.filter(([, p]) => p === 0).map(([, , , values]) => values), [['0-0'], ['0-1'], ['0-2']], 'partition 0 sent once each')
   await producer.disconnect()
 })
 
@@ -535,6 +537,54 @@ t.test('wrapProducer(): a partition refused until the deadline rejects its calle
   const values = s.log.map(([, , , values]) => values).flat()
   t.ok(values.indexOf('l-0') < values.indexOf('l-1'), 'in send order')
   await t.rejects(stuck, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: false, cause: { type: 'NOT_ENOUGH_REPLICAS' } }, 'the stuck send: its deadline, not written, the broker\'s answer as cause')
+  await producer.disconnect()
+})
+
+t.test('wrapProducer(): a topic that refused a batch as too large gets later batches cut to what it took; what one request leaves stays ahead of the next', async (t) => {
+  // The broker takes at most two messages per partition batch; partition 0
+  // refuses, once, the request `stall` names, and `fail` fails one for good.
+  let calls = 0
+  let stall = 0
+  let fail = 0
+  const s = scripted({
+    leaders: [1, 1],
+    script: (broker, request) => {
+      calls++
+      if (calls === fail) throw createErrorFromCode(29)
+      const errors = {}
+      for (const { partitions } of request.topicData) {
+        for (const p of partitions) if (p.messages.length > 2) errors[p.partition] = MESSAGE_TOO_LARGE
+      }
+      if (calls === stall) errors[0] = NOT_ENOUGH_REPLICAS
+      return { errors }
+    },
+  })
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
+  const send = (values) => Promise.all(values.map((value) => producer.send({ topic: 't', messages: [{ key: '0', value }] })))
+  await send(['a', 'b', 'c', 'd'])
+  const learnt = calls
+  t.equal(learnt, 3, 'the first batch: refused, then its two halves')
+  // Three requests of two; partition 0's part of the second refused once:
+  // it goes again, and the third's (partition 0) is held behind it, not sent.
+  stall = learnt + 2
+  await Promise.all(['e', 'f', 'g', 'h', 'i', 'j'].map((value) => producer.send({ topic: 't', messages: [{ key: value === 'h' ? '1' : '0', value }] })))
+  const sent = s.log.slice(3).map(([, p, , values]) => [p, values])
+  t.same(sent.filter(([, values]) => values.length > 2), [], 'no batch sent larger than the topic took')
+  t.same(sent, [[0, ['e', 'f']], [0, ['g']], [1, ['h']], [0, ['g', 'i']], [0, ['j']]], 'in send order per partition: the refused one again before the next of its partition')
+  // A batch that fits goes whole, with another topic's messages.
+  t.same((await Promise.all([producer.send({ topic: 't', messages: [{ key: '0', value: 'o' }] }), producer.send({ topic: 'u', messages: [{ key: '1', value: 'u' }] })])).map((r) => r[0].partition), [0, 1])
+  t.same(s.log.at(-1)[3], ['u'], 'in one request')
+  // A request that fails for good before anything is written: every caller
+  // rejects with it.
+  fail = calls + 1
+  const refused = await Promise.allSettled(['p', 'q', 'r'].map((value) => producer.send({ topic: 't', messages: [{ key: '0', value }] })))
+  t.same(refused.map((o) => o.reason?.cause?.type), ['TOPIC_AUTHORIZATION_FAILED', 'TOPIC_AUTHORIZATION_FAILED', 'TOPIC_AUTHORIZATION_FAILED'])
+  // A request that fails for good after the first one wrote its part: the
+  // rest rejects with it.
+  fail = calls + 2
+  const outcomes = await Promise.allSettled(['k', 'l', 'm', 'n'].map((value) => producer.send({ topic: 't', messages: [{ key: '0', value }] })))
+  t.same(outcomes.map((o) => o.status), ['fulfilled', 'fulfilled', 'rejected', 'rejected'], 'the first pair written, the second refused')
+  t.match(outcomes[2].reason, { cause: { type: 'TOPIC_AUTHORIZATION_FAILED' } })
   await producer.disconnect()
 })
 

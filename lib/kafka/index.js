@@ -10,6 +10,8 @@ const { Item, settleAttempt, allSettled, fates } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
 const { librdkafkaClientOf } = require('./librdkafka')
+const { mutedBy } = require('./muted-by')
+const { TopicSizes, produceFitting } = require('./topic-sizes')
 const { isPlatformaticProducer, wrapPlatformatic } = require('./platformatic')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_TIMEOUT, describe } = require('../core/errors')
 
@@ -141,6 +143,11 @@ class WrappedProducer {
   // Messages the batcher counts as flushed that reject (Unwritten): stats()
   // counts them as rejected.
   #unwritten = 0
+  // What each topic takes in one partition batch, once it refused one as
+  // too large; and the splits made so far (#sendApart).
+  #sizes = new TopicSizes()
+  #splits = 0
+  #produceOne = (items, held) => this.#produce(items, held)
 
   constructor (producer, options, corrected) {
     this.#producer = producer
@@ -411,7 +418,7 @@ class WrappedProducer {
     this.#busy = true
     this.#kicked = false
     try {
-      const out = await this.#produce(items, held)
+      const out = this.#sizes.limited ? await produceFitting(this.#sizes, this.#produceOne, items, held, isRetriable) : await this.#produce(items, held)
       for (let i = 0; i < out.length; i++) if (out[i] instanceof Unwritten) this.#unwritten++
       return out
     } finally {
@@ -443,7 +450,7 @@ class WrappedProducer {
           // Each message its own caller's (send-messages.js).
           list[kPerRecord] = true
           const partitions = muted?.get(lastTopic)
-          if (partitions === true) list = null
+          if (partitions?.has(null)) list = null
           else {
             if (partitions !== undefined) list[kMuted] = partitions
             byTopic.set(lastTopic, list)
@@ -478,7 +485,7 @@ class WrappedProducer {
       }
       const outcome = error?.[kOutcome]
       const apart = outcome === null || outcome === undefined ? null : settleAttempt(items, byTopic, outcome, acks)
-      if (apart !== null) await this.#sendApart(apart)
+      if (apart !== null) await this.#sendApart(apart, outcome.refused)
       if (allSettled(items)) return fates(items)
       if (apart === null && isEncodingFailure(error)) return this.#produceApart(items, error)
       // Transient for the rest: what is settled settles now, the rest goes
@@ -497,7 +504,7 @@ class WrappedProducer {
     const outcome = metadata[kOutcome]
     if (outcome !== undefined) {
       const apart = settleAttempt(items, byTopic, outcome, acks)
-      if (apart !== null) await this.#sendApart(apart)
+      if (apart !== null) await this.#sendApart(apart, outcome.refused)
       if (allSettled(items)) return fates(items)
       // Resolved, yet a partition not written (or a topic not known yet): it
       // goes again alone, as a retry, and the rest settles now.
@@ -545,10 +552,15 @@ class WrappedProducer {
   // fault. The broker wrote nothing of a refused batch, so nothing is sent
   // twice, and the idempotent producer's sequence numbers were given back.
   // The second half waits for the first: if some of the first is still to
-  // send, both go again later, in order, with the batch.
-  async #sendApart (halves) {
+  // send, both go again later, in order, with the batch. A half written
+  // without a split of its own tells what its topics take (TopicSizes).
+  async #sendApart (halves, refused) {
+    this.#sizes.split(halves, refused)
+    this.#splits++
     for (const half of halves) {
+      const splits = this.#splits
       const results = await this.#produce(half)
+      if (this.#splits === splits) this.#sizes.wrote(half, results)
       let leftover = false
       for (let i = 0; i < half.length; i++) {
         if (results[i] instanceof Retry) leftover = true
@@ -557,21 +569,6 @@ class WrappedProducer {
       if (leftover) return
     }
   }
-}
-
-// The partitions (topic -> Set) held back by the first `held` items, which
-// are not sent; `true` for a topic one of them has no partition in yet.
-function mutedBy (items, held) {
-  const muted = new Map()
-  for (let i = 0; i < held; i++) {
-    const item = items[i]
-    item.slot = -1
-    const partitions = muted.get(item.topic)
-    if (item.partition === null) muted.set(item.topic, true)
-    else if (partitions === undefined) muted.set(item.topic, new Set([item.partition]))
-    else if (partitions !== true) partitions.add(item.partition)
-  }
-  return muted
 }
 
 // Decorates a kafkajs producer (duck-typed: connect, disconnect, sendBatch,
