@@ -683,6 +683,27 @@ t.test('wrapProducer()\'s calls: a topic refused stays aside on the next attempt
   await producer.disconnect()
 })
 
+t.test('wrapProducer()\'s calls: a topic refused is not asked for again when kafkajs retries the call after a fresh producer id', async (t) => {
+  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
+  // The broker lost the producer's sequence state, once.
+  const s = scripted({ leaders: [1, 1], idempotent: true, script: (broker, request, call) => call === 1 ? { errors: { 0: OUT_OF_ORDER } } : undefined })
+  const asked = []
+  s.cluster.addMultipleTargetTopics = async (topics) => {
+    asked.push(topics)
+    if (topics.includes('missing')) throw fromCode(29)
+  }
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key), retry: { retries: 5 } })
+  const [missing, good] = await Promise.allSettled([
+    producer.send({ topic: 'missing', messages: [{ key: '0', value: 'm' }] }),
+    producer.send({ topic: 't', messages: [{ key: '0', value: 'g' }] }),
+  ])
+  t.match(missing.reason, { written: false, cause: { type: 'TOPIC_AUTHORIZATION_FAILED' } })
+  t.equal(good.status, 'fulfilled')
+  t.equal(s.eos.initProducerIds, 1, 'a fresh producer id')
+  t.same(asked, [['missing', 't'], ['missing'], ['t'], ['t']], 'the retry asks only for "t"')
+  await producer.disconnect()
+})
+
 t.test('wrapProducer()\'s calls: a topic refused before an attempt failed is not asked for again on the next', async (t) => {
   const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
   const s = scripted({ leaders: [1, 1] })

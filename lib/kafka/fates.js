@@ -134,13 +134,17 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       const list = refusals.get(key)
       if (list === undefined) refusals.set(key, [item])
       else list.push(item)
-    } else if (acks === 0 && !pending.has(key) && topicMuted?.has(partition) !== true) {
+    } else if (topicMuted?.has(partition) === true) {
+      // Held back (its partition muted): not sent, as good as refused for
+      // what a rejection says (mayBeWritten).
+      item.partition = partition
+      item.refusals++
+    } else if (acks === 0 && !pending.has(key)) {
       item.written = NO_METADATA
     } else {
       item.partition = partition
-      // Held back (its partition muted), or answered "not appended": as good
-      // as never sent, for what a rejection says (mayBeWritten).
-      if (topicMuted?.has(partition) === true || declined?.has(key)) item.refusals++
+      // Answered "not appended": as good as refused.
+      if (declined?.has(key)) item.refusals++
     }
   }
   if (refusals === null) return null
