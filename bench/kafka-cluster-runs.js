@@ -1,7 +1,8 @@
 'use strict'
 
 // `node bench/kafka-cluster-runs.js [--rounds N] [--json] [--callers N]
-// [--labels a,b] [--fresh-cluster]`: how the Kafka cluster claims are checked.
+// [--labels a,b] [--fresh-cluster]`: how the Kafka cluster claims are checked
+// (`--from <file>` prints the table of a saved --json run).
 // A three-node KRaft cluster on 127.0.0.1 (6 partitions, 3 replicas,
 // min.insync.replicas 2); per round, every label's producer sends at the same
 // time, each to its own topic, while one outage moves the leaders: the node
@@ -21,6 +22,7 @@
 // Not in `npm test` (minutes per round); bounded: at most 20 rounds, each
 // given up after --round-timeout-s; every JVM and child stopped by PID.
 const { fork } = require('node:child_process')
+const fs = require('node:fs')
 const path = require('node:path')
 const { setTimeout: sleep } = require('node:timers/promises')
 const { report, option, childMessage } = require('./common')
@@ -156,6 +158,8 @@ function codes (byCode) {
 }
 
 async function main () {
+  // `--from <file>`: the table of a saved --json run, nothing started.
+  if (argv.includes('--from')) return print(JSON.parse(fs.readFileSync(argv[argv.indexOf('--from') + 1], 'utf8')))
   const out = { bench: 'kafka-cluster-runs', rounds, callers, stuckMs, labels: labelsArg, runs: [] }
   const startedAll = Date.now()
   try {
@@ -186,8 +190,12 @@ async function main () {
     await stopAll()
   }
   out.totalMs = Date.now() - startedAll
+  print(out)
+}
+
+function print (out) {
   const rows = out.runs.flatMap((run) => (run.rows ?? []).map((row) => ({ round: run.round, ...row, rejectedByCode: codes(row.rejectedByCode) })))
-  const held = ALL.filter((l) => labelsArg.includes(l)).map((label) => {
+  const held = ALL.filter((l) => out.labels.includes(l)).map((label) => {
     const own = rows.filter((r) => r.label === label)
     return `${label}: ${own.length} runs, acknowledged-but-absent ${own.map((r) => r.ackedButAbsent).join('/')}, duplicates ${own.map((r) => r.duplicates).join('/')}, stuck ${own.filter((r) => r.stuck).length}`
   })
@@ -196,8 +204,8 @@ async function main () {
   } else {
     const failed = out.runs.filter((r) => r.failed).map((r) => `round ${r.round}: ${r.failed}`)
     report({
-      bench: `kafka-cluster-runs (${rounds} rounds, ${Math.round(out.totalMs / 1000)} s)`,
-      scenarios: [{ name: 'leaders moved under load', note: `${callers} awaiting callers per label, stuck: sends pending and none acknowledged for > ${stuckMs / 1000} s, or unsettled at the end`, runs: rows }],
+      bench: `kafka-cluster-runs (${out.runs.length} rounds, ${Math.round(out.totalMs / 1000)} s; rounds ${out.runs.map((r) => r.roundMs === undefined ? 'failed' : `${Math.round(r.roundMs / 1000)} s`).join(', ')})`,
+      scenarios: [{ name: 'leaders moved under load', note: `${out.callers} awaiting callers per label, stuck: sends pending and none acknowledged for > ${out.stuckMs / 1000} s, or unsettled at the end`, runs: rows }],
       notes: [...failed, ...held],
     })
   }
