@@ -50,7 +50,8 @@ const ALL = Object.values(ORDERS).flat()
 const labelsArg = argv.includes('--labels') ? argv[argv.indexOf('--labels') + 1].split(',') : ALL
 for (const label of labelsArg) if (!ALL.includes(label)) throw new TypeError(`--labels: unknown label ${JSON.stringify(label)} (known: ${ALL.join(', ')})`)
 
-const log = (line) => { if (!json) process.stderr.write(line + '\n') }
+// Progress on stderr, with --json too: a run takes minutes.
+const log = (line) => process.stderr.write(line + '\n')
 
 let cluster = null
 const children = new Set()
