@@ -309,6 +309,8 @@ async function outageCount (kafka, { topic, sent, calls }, moveMs, deliveryTimeo
   let rejectedNotWrittenInTopic = 0
   let lost = 0
   const rejectedBy = new Set()
+  // Rejections per code (and cause), for a reader who compares clients.
+  const rejectedByCode = {}
   const falseAcks = []
   for (let n = 0; n < sent; n++) {
     const call = calls[n]
@@ -323,7 +325,9 @@ async function outageCount (kafka, { topic, sent, calls }, moveMs, deliveryTimeo
       }
     } else if (call.error !== null) {
       rejected++
-      rejectedBy.add(`${call.error.by}${call.error.cause ? `/${call.error.cause}` : ''}`)
+      const code = `${call.error.by}${call.error.cause ? `/${call.error.cause}` : ''}`
+      rejectedBy.add(code)
+      rejectedByCode[code] = (rejectedByCode[code] ?? 0) + 1
       if (call.settledAt - call.at < deliveryTimeoutMs) rejectedEarly++
       if (partitions !== undefined) {
         rejectedWritten++
@@ -333,7 +337,7 @@ async function outageCount (kafka, { topic, sent, calls }, moveMs, deliveryTimeo
       lost++
     }
   }
-  return { moveMs, sent, resolved, rejected, rejectedEarly, rejectedWritten, rejectedNotWrittenInTopic, rejectedBy: [...rejectedBy], lost, duplicated, outOfOrder, ackedNotInTopic, wrongMetadata, falseAcks }
+  return { moveMs, sent, resolved, rejected, rejectedEarly, rejectedWritten, rejectedNotWrittenInTopic, rejectedBy: [...rejectedBy], rejectedByCode, lost, duplicated, outOfOrder, ackedNotInTopic, wrongMetadata, falseAcks }
 }
 
-module.exports = { leaderMove, leaderMoveAll, outageAll, waitInSync, createTopic, MOVES, PARTITIONS }
+module.exports = { leaderMove, leaderMoveAll, outageAll, outage, outageCount, waitInSync, createTopic, MOVES, PARTITIONS }
