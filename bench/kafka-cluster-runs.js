@@ -14,6 +14,8 @@
 //   kafkajs plain default|idempotent            kafkajs as it ships (the reference)
 //   install-first wrapped default|idempotent    install() before kafkajs, wrapProducer()
 //   kafkajs-first wrapped default|idempotent    kafkajs loaded first, no install()
+//                                               (the idempotent one refused at wrap time:
+//                                               recorded as `refused`, nothing sent)
 //   platformatic plain default|idempotent       @platformatic/kafka send() (its reference)
 //   platformatic wrapped default|idempotent     wrapProducer() over it
 // Per label per round: sent, acknowledged, acknowledged-but-absent,
@@ -122,6 +124,9 @@ async function round (kafka) {
 }
 
 async function countOf (kafka, flow, moveMs) {
+  // Refused at wrap time (the idempotent producer of a kafkajs loaded
+  // first): it sent nothing, so it acknowledged nothing unwritten.
+  if (flow.refused) return { label: flow.label, refused: flow.refused, sent: 0, acknowledged: 0, ackedButAbsent: 0, duplicates: 0, rejected: 0, rejectedByCode: {}, unsettled: 0, maxStallMs: 0, stuck: false }
   const calls = []
   for (let n = 0; n < flow.sent; n++) {
     const partitions = flow.partitions[n]
@@ -198,6 +203,7 @@ function print (out) {
   const rows = out.runs.flatMap((run) => (run.rows ?? []).map((row) => ({ round: run.round, ...row, rejectedByCode: codes(row.rejectedByCode) })))
   const held = ALL.filter((l) => out.labels.includes(l)).map((label) => {
     const own = rows.filter((r) => r.label === label)
+    if (own.length > 0 && own.every((r) => r.refused)) return `${label}: refused at wrap time (${own[0].refused}) in ${own.length} runs`
     return `${label}: ${own.length} runs, acknowledged-but-absent ${own.map((r) => r.ackedButAbsent).join('/')}, duplicates ${own.map((r) => r.duplicates).join('/')}, stuck ${own.filter((r) => r.stuck).length}`
   })
   if (json) {

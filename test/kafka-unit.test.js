@@ -494,6 +494,22 @@ t.test('a producer of a kafkajs not corrected: each call in a request of its own
     [[['t', ['a']]], [['t', ['b', 'c']]], [['t', ['d']], ['u', ['e']]]], 'each call whole, alone')
 })
 
+t.test('an idempotent producer of a kafkajs not corrected is refused at wrap time, saying how to fix the order', async (t) => {
+  t.not(kafkajsPatchStatus(), 'off', 'the correction was not turned off on purpose')
+  const producer = fakeProducer({ idempotent: true, corrected: false })
+  t.teardown(() => producer.disconnect())
+  t.throws(() => wrapProducer(producer, { flushOnSignals: false }), {
+    code: 'ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER',
+    name: 'TypeError',
+    message: /idempotent retry can acknowledge messages that were never written.*-r io-hygiene\/register.*install\(\) before kafkajs is first required/,
+  })
+  t.equal(producer.calls.requests.length, 0, 'nothing sent')
+  const corrected = fakeProducer({ idempotent: true })
+  const wrapped = wrapProducer(corrected, { flushOnSignals: false })
+  t.teardown(() => wrapped.disconnect())
+  t.equal(wrapped.stats().batching, true, 'one of the corrected kafkajs is wrapped and batched')
+})
+
 t.test('a timestamp past 2^52 fills a request alone, in its place in call order', async (t) => {
   const producer = fakeProducer()
   const wrapped = wrapProducer(producer, { flushOnSignals: false })

@@ -105,10 +105,11 @@ const ERR_IO_HYGIENE_KAFKA_SEND_FAILED = createError(
   Error,
   { showCause: true }
 )
-// A producer wrapProducer() must not batch: `client` is ours, never the caller's text.
+// A producer wrapProducer() refuses: `client` and `why` are ours (which
+// client, why not and what to do instead), never the caller's text.
 const ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER = createError(
   'ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER',
-  (where, client) => `${where}: ${client} is built on librdkafka, which batches each partition's messages itself (linger.ms, batch.size): send on it unwrapped, and set linger.ms for the latency an idle caller can pay (docs/kafka.md, "librdkafka producers")`,
+  (where, client, why) => `${where}: ${client} ${why}`,
   TypeError
 )
 const ERR_IO_HYGIENE_ITEM_TOO_LARGE = createError(

@@ -588,13 +588,13 @@ function wrapProducer (producer, options) {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'this producer is already wrapped')
   }
   const client = librdkafkaClientOf(producer)
-  if (client !== null) throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, client)
+  if (client !== null) throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, client, 'is built on librdkafka, which batches each partition\'s messages itself (linger.ms, batch.size): send on it unwrapped, and set linger.ms for the latency an idle caller can pay (docs/kafka.md, "librdkafka producers")')
   if (isPlatformaticProducer(producer)) return wrapPlatformatic(producer, resolved)
   if (typeof producer.sendBatch !== 'function') {
     throw new ERR_IO_HYGIENE_INVALID_ARGUMENT(where, 'the first argument must be a kafkajs producer (kafka.producer()) or an @platformatic/kafka Producer')
   }
   ensureKafkajsPatch()
-  return new WrappedProducer(producer, resolved, checkProducer(producer))
+  return new WrappedProducer(producer, resolved, checkProducer(producer, where))
 }
 
 module.exports = { spec, wrapProducer, isRetriable }

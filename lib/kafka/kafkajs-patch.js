@@ -36,6 +36,7 @@ const fs = require('node:fs')
 const Module = require('node:module')
 const path = require('node:path')
 const { wrap } = require('../core/patch')
+const { ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER } = require('../core/errors')
 
 // Each file's length and a 64-bit hash of its bytes (fingerprint() below).
 const SEND_MESSAGES = 'src/producer/sendMessages.js'
@@ -308,8 +309,13 @@ function remembering (s, { createSendMessagesFactory, unpoisoned }, dir) {
 // wrapProducer()'s check: whether the producer was made by a corrected
 // kafkajs. One that was not keeps the retry that can acknowledge unwritten
 // messages of a call spanning brokers, so wrapProducer() never merges calls
-// for it; said once, unless the operator turned the patch off.
-function checkProducer (producer) {
+// for it; said once, unless the operator turned the patch off. An
+// idempotent one is refused: its sequence numbers can acknowledge a send
+// the broker dropped when leaders move, one call per request or not (on a
+// three-node cluster as often wrapped as plain), and a warning at start
+// would be followed by silent loss. Turned off on purpose, it is the
+// operator's choice.
+function checkProducer (producer, where) {
   const s = state()
   kafkajsPatchStatus()
   let logger
@@ -317,6 +323,9 @@ function checkProducer (producer) {
     logger = producer.logger()
   } catch {}
   if (s.loggers.has(logger)) return true
+  if (s.status !== 'off' && typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true) {
+    throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, 'an idempotent producer of a kafkajs that io-hygiene has not corrected', `(loaded before install(), a copy it did not find, or not the kafkajs 2.2.x it corrects: ${s.status}) is refused: kafkajs's idempotent retry can acknowledge messages that were never written when partition leaders move. Load io-hygiene first: start node with -r io-hygiene/register (or --import io-hygiene/register), or call install() before kafkajs is first required (or set IO_HYGIENE_KAFKAJS=0 to keep kafkajs's own behaviour on purpose)`)
+  }
   if (s.status !== 'off') warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): it sends each call as kafkajs does, in a request of its own, without batching. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
   return false
 }
