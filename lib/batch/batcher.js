@@ -18,7 +18,7 @@ class Batcher {
   #what
   // A sink's own settling of each push() (not pushAll()): see createBatcher().
   #fate
-  #merging // null, or whether a batch waiting to retry goes with what is queued after it (retry.js)
+  #merging // a batch waiting to retry goes with what is queued after it (retry.js)
   #groups = new Map()
   // What keeps every send, settle and timer tick from walking all groups:
   // the groups touched since the last pump, the line of groups with a batch
@@ -53,7 +53,7 @@ class Batcher {
 
   #report
 
-  constructor (options, fate = null, merging = null) {
+  constructor (options, fate = null, merging = false) {
     this.#options = options
     this.#fate = fate
     this.#merging = merging
@@ -270,7 +270,7 @@ class Batcher {
       // group whose items all expired meanwhile was removed.
       if (group.removed) continue
       const batch = group.batch ?? this.#cut(group)
-      if (this.#merging && batch.attempt > 0) this.#batched += topUp(group, batch, o, now, this.#merging)
+      if (this.#merging && batch.attempt > 0) this.#batched += topUp(group, batch, o, now)
       this.#send(group, batch)
       this.#rewake(group, now)
     }
@@ -291,7 +291,7 @@ class Batcher {
       return
     }
     const ready = batch !== null
-      ? !batch.inFlight && (batch.retryAt <= now || (this.#merging && fits(group, batch, this.#options, this.#merging) && this.#isDue(group, now)))
+      ? !batch.inFlight && (batch.retryAt <= now || (this.#merging && fits(group, batch, this.#options) && this.#isDue(group, now)))
       : this.#isDue(group, now)
     if (ready && !group.ready) {
       group.ready = true

@@ -91,13 +91,9 @@ function createBatcher (options, fate = null) {
 // Not public: for a sink that keeps its items' order itself (wrapProducer()),
 // a batch waiting to retry goes with what is queued after it (retry.js's
 // topUp()), and send()'s second argument says how many of its first items
-// it holds back (`held`); only while `merges(batch)` says so.
-function createMergingBatcher (options, fate = null, merges = always) {
-  return new Batcher(validated(options), fate, merges)
-}
-
-function always () {
-  return true
+// it holds back (`held`).
+function createMergingBatcher (options, fate = null) {
+  return new Batcher(validated(options), fate, true)
 }
 
 function validated (options) {

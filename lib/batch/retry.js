@@ -55,14 +55,8 @@ function takeRetries (group, batch, value) {
 // runs, with the batch's own items `held`: the sink sends none of them, nor
 // anything that must stay behind one of them (the Java producer's muted
 // partition), and answers Retry for those. Returns how many were added.
-function topUp (group, batch, o, now, merges) {
+function topUp (group, batch, o, now) {
   const records = batch.records
-  // The sink's say: a batch that may have been written goes again as it was.
-  if (!merges(batch)) {
-    batch.held = 0
-    batch.fresh = records.length
-    return 0
-  }
   batch.held = batch.retryAt > now ? records.length : 0
   batch.fresh = records.length
   const queue = group.queue
@@ -79,9 +73,9 @@ function topUp (group, batch, o, now, merges) {
 }
 
 // Whether the group's next queued item fits in its batch waiting to retry.
-function fits (group, batch, o, merges) {
+function fits (group, batch, o) {
   const head = group.queue.peek()
-  return head !== undefined && merges(batch) && batch.records.length < o.maxBatchItems && batch.bytes + head.bytes <= o.maxBatchBytes
+  return head !== undefined && batch.records.length < o.maxBatchItems && batch.bytes + head.bytes <= o.maxBatchBytes
 }
 
 module.exports = { Retry, backoffMs, takeRetries, topUp, fits }

@@ -116,18 +116,6 @@ const MAX_CALLS_IN_FLIGHT = 1_000
 // Indexed by acks + 1 (acks is -1, 0 or 1).
 const PLAIN_REQUESTS = [-1, 0, 1].map((acks) => requestGroup(acks, undefined, undefined))
 
-// A batch goes again with newer messages only while every attempt of each of
-// its messages was answered "not appended" (NOT_ENOUGH_REPLICAS, not the
-// leader). One that may have been written (no answer) goes again as it was,
-// alone: the same records under the same sequence numbers, which the broker
-// drops if it wrote them (another batch would be out of sequence, and the
-// fresh producer id that follows would write them twice).
-function declinedOnly (batch) {
-  const records = batch.records
-  for (let i = 0; i < records.length; i++) if (writtenOf(records[i]) !== false) return false
-  return true
-}
-
 function sizeOf (item) {
   return item.bytes
 }
@@ -193,7 +181,7 @@ class WrappedProducer {
       sizeOf,
       groupOf,
       isRetriable,
-    }, FATE, declinedOnly)
+    }, FATE)
     if (options.flushOnSignals) onShutdown(this, drainHooks(this.#batcher, options.shutdownTimeoutMs, (timeoutMs) => this.disconnect({ timeoutMs })))
   }
 
