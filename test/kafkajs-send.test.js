@@ -293,7 +293,7 @@ t.test('the grouping and the partitions read own properties only: a polluted Obj
 // wrapProducer() on the corrected sendMessages itself, with the scripted
 // cluster underneath: what each caller of a batch gets when a request fails
 // in part. `partitioner` decides each message's partition.
-function wrapped (s, { partitioner, retry = { retries: 1 }, wrap } = {}) {
+function wrapped (s, { partitioner, retry = { retries: 1 } } = {}) {
   const { wrapProducer } = require('../lib/kafka')
   const { kafkajsPatchStatus } = require('../lib/kafka/kafkajs-patch')
   const logger = { debug () {}, info () {}, warn () {}, error () {} }
@@ -318,7 +318,7 @@ function wrapped (s, { partitioner, retry = { retries: 1 }, wrap } = {}) {
     // As kafkajs's producer: its topicMessages (one entry per topic) to sendMessages.
     sendBatch: ({ acks = -1, timeout, compression, topicMessages }) => sendMessages({ acks, timeout, compression, topicMessages }),
   }
-  return wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false, ...wrap })
+  return wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false })
 }
 
 t.test('one message object sent twice, one copy refused at first: each copy written once, each call with its own partition', async (t) => {
@@ -487,107 +487,6 @@ t.test('wrapProducer(): a partition refused for a while holds none of its batch-
   await producer.disconnect()
 })
 
-t.test('wrapProducer(): sends made while a partition is refused are written meanwhile; one to that partition stays behind its earlier records', async (t) => {
-  // Partition 1 has too few in-sync replicas until `healed`. A backoff long
-  // enough that the later sends come while it runs.
-  let healed = false
-  const s = scripted({ leaders: [1, 1], script: () => healed ? undefined : { errors: { 1: NOT_ENOUGH_REPLICAS } } })
-  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key), wrap: { retryBackoffMs: 1000, maxRetryBackoffMs: 1000, deliveryTimeoutMs: 20_000 } })
-  const settled = []
-  const track = (i, promise) => promise.then((value) => { settled.push(i); return value }, (error) => { settled.push(i); throw error })
-  const stuck = track('1-0', producer.send({ topic: 't', messages: [{ key: '1', value: '1-0' }] }))
-  await track('0-0', producer.send({ topic: 't', messages: [{ key: '0', value: '0-0' }] }))
-  // While partition 1 waits out its backoff: one for it, one for partition 0.
-  const behind = track('1-1', producer.send({ topic: 't', messages: [{ key: '1', value: '1-1' }] }))
-  const beside = track('0-1', producer.send({ topic: 't', messages: [{ key: '0', value: '0-1' }] }))
-  t.equal(await Promise.race([beside.then(() => 'beside'), stuck.then(() => 'stuck')]), 'beside', 'the later send to partition 0 resolves first')
-  // And one more, with both partition 1 sends held.
-  await track('0-2', producer.send({ topic: 't', messages: [{ key: '0', value: '0-2' }] }))
-  t.same(settled, ['0-0', '0-1', '0-2'], 'both partition 1 sends still wait')
-  t.same(s.log.filter(([, p]) => p === 1).map(([, , , values]) => values), [['1-0']], 'the later one to partition 1 is not sent while it is muted')
-  healed = true
-  t.same((await Promise.all([stuck, behind])).map((r) => r.map((e) => e.partition)), [[1], [1]], 'once it takes them, both resolve')
-  const writes = s.log.filter(([, p]) => p === 1).map(([, , , values]) => values)
-  t.same(writes.at(-1), ['1-0', '1-1'], 'in one batch, in send order')
-  t.ok(writes.every((values) => values[0] === '1-0'), 'the later one never sent ahead of, or without, the earlier one')
-  t.same(s.log.filter(([, p]) => p === 0).map(([, , , values]) => values), [['0-0'], ['0-1'], ['0-2']], 'partition 0 sent once each')
-  await producer.disconnect()
-})
-
-t.test('wrapProducer(): a partition refused until the deadline rejects its caller, not written; a topic retried until it is known holds back only its own later sends', async (t) => {
-  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
-  const s = scripted({ leaders: [1, 1], script: () => ({ errors: { 1: NOT_ENOUGH_REPLICAS } }) })
-  // "later" is being created: unknown to the cluster for its first asks.
-  let unknown = 3
-  s.cluster.addMultipleTargetTopics = async (topics) => {
-    if (topics.includes('later') && unknown > 0) {
-      unknown--
-      throw fromCode(3)
-    }
-  }
-  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key), wrap: { retryBackoffMs: 200, maxRetryBackoffMs: 200, deliveryTimeoutMs: 3000 } })
-  const stuck = producer.send({ topic: 't', messages: [{ key: '1', value: 'stuck' }] })
-  const first = producer.send({ topic: 'later', messages: [{ key: '0', value: 'l-0' }] })
-  await producer.send({ topic: 't', messages: [{ key: '0', value: '0-0' }] })
-  // While both wait out a backoff: "later"'s next send is held behind its first.
-  const second = producer.send({ topic: 'later', messages: [{ key: '0', value: 'l-1' }] })
-  await producer.send({ topic: 't', messages: [{ key: '0', value: '0-1' }] })
-  t.same(s.log.filter(([, , , values]) => values.includes('l-1')), [], 'not sent while its topic waits to be known')
-  t.same((await Promise.all([first, second])).map((r) => r.map((e) => e.partition)), [[0], [0]], 'the topic\'s sends resolve once it is known')
-  const values = s.log.map(([, , , values]) => values).flat()
-  t.ok(values.indexOf('l-0') < values.indexOf('l-1'), 'in send order')
-  await t.rejects(stuck, { code: 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', written: false, cause: { type: 'NOT_ENOUGH_REPLICAS' } }, 'the stuck send: its deadline, not written, the broker\'s answer as cause')
-  await producer.disconnect()
-})
-
-t.test('wrapProducer(): a topic that refused a batch as too large gets later batches cut to what it took; what one request leaves stays ahead of the next', async (t) => {
-  // The broker takes at most two messages per partition batch; partition 0
-  // refuses, once, the request `stall` names, and `fail` fails one for good.
-  let calls = 0
-  let stall = 0
-  let fail = 0
-  const s = scripted({
-    leaders: [1, 1],
-    script: (broker, request) => {
-      calls++
-      if (calls === fail) throw createErrorFromCode(29)
-      const errors = {}
-      for (const { partitions } of request.topicData) {
-        for (const p of partitions) if (p.messages.length > 2) errors[p.partition] = MESSAGE_TOO_LARGE
-      }
-      if (calls === stall) errors[0] = NOT_ENOUGH_REPLICAS
-      return { errors }
-    },
-  })
-  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key) })
-  const send = (values) => Promise.all(values.map((value) => producer.send({ topic: 't', messages: [{ key: '0', value }] })))
-  await send(['a', 'b', 'c', 'd'])
-  const learnt = calls
-  t.equal(learnt, 3, 'the first batch: refused, then its two halves')
-  // Three requests of two; partition 0's part of the second refused once:
-  // it goes again, and the third's (partition 0) is held behind it, not sent.
-  stall = learnt + 2
-  await Promise.all(['e', 'f', 'g', 'h', 'i', 'j'].map((value) => producer.send({ topic: 't', messages: [{ key: value === 'h' ? '1' : '0', value }] })))
-  const sent = s.log.slice(3).map(([, p, , values]) => [p, values])
-  t.same(sent.filter(([, values]) => values.length > 2), [], 'no batch sent larger than the topic took')
-  t.same(sent, [[0, ['e', 'f']], [0, ['g']], [1, ['h']], [0, ['g', 'i']], [0, ['j']]], 'in send order per partition: the refused one again before the next of its partition')
-  // A batch that fits goes whole, with another topic's messages.
-  t.same((await Promise.all([producer.send({ topic: 't', messages: [{ key: '0', value: 'o' }] }), producer.send({ topic: 'u', messages: [{ key: '1', value: 'u' }] })])).map((r) => r[0].partition), [0, 1])
-  t.same(s.log.at(-1)[3], ['u'], 'in one request')
-  // A request that fails for good before anything is written: every caller
-  // rejects with it.
-  fail = calls + 1
-  const refused = await Promise.allSettled(['p', 'q', 'r'].map((value) => producer.send({ topic: 't', messages: [{ key: '0', value }] })))
-  t.same(refused.map((o) => o.reason?.cause?.type), ['TOPIC_AUTHORIZATION_FAILED', 'TOPIC_AUTHORIZATION_FAILED', 'TOPIC_AUTHORIZATION_FAILED'])
-  // A request that fails for good after the first one wrote its part: the
-  // rest rejects with it.
-  fail = calls + 2
-  const outcomes = await Promise.allSettled(['k', 'l', 'm', 'n'].map((value) => producer.send({ topic: 't', messages: [{ key: '0', value }] })))
-  t.same(outcomes.map((o) => o.status), ['fulfilled', 'fulfilled', 'rejected', 'rejected'], 'the first pair written, the second refused')
-  t.match(outcomes[2].reason, { cause: { type: 'TOPIC_AUTHORIZATION_FAILED' } })
-  await producer.disconnect()
-})
-
 t.test('wrapProducer()\'s calls: a topic the cluster refuses fails only its own messages, alone or among others', async (t) => {
   const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
   const s = scripted({ leaders: [1, 1] })
@@ -676,31 +575,8 @@ t.test('wrapProducer()\'s calls: a topic refused stays aside on the next attempt
   ])
   t.match(missing.reason, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false, cause: { type: 'UNKNOWN_TOPIC_OR_PARTITION' } })
   t.same(good.value.map((e) => e.partition), [0], 'the other topic of the batch is written')
-  // One attempt per call for wrapProducer(): the hiccup ends the first, and
-  // the wrapper's next attempt asks again.
-  t.same(asked.slice(0, 5), [['missing', 't'], ['missing'], ['missing', 't'], ['missing'], ['t']], 'the hiccup taken for no refusal: asked again; once refused, "missing" is set aside for the rest of the attempt')
+  t.same(asked.slice(0, 6), [['missing', 't'], ['missing'], ['missing', 't'], ['missing'], ['t'], ['t']], 'the hiccup taken for no refusal: asked again; once refused, "missing" is not asked again')
   t.same(s.log.map(([, partition, , values]) => [partition, values]), [[0, ['g']], [0, ['g']]], 'only "t" sent, again after the refusal')
-  await producer.disconnect()
-})
-
-t.test('wrapProducer()\'s calls: a topic refused is not asked for again when kafkajs retries the call after a fresh producer id', async (t) => {
-  const { createErrorFromCode: fromCode } = require(path.join(dir, 'src/protocol/error'))
-  // The broker lost the producer's sequence state, once.
-  const s = scripted({ leaders: [1, 1], idempotent: true, script: (broker, request, call) => call === 1 ? { errors: { 0: OUT_OF_ORDER } } : undefined })
-  const asked = []
-  s.cluster.addMultipleTargetTopics = async (topics) => {
-    asked.push(topics)
-    if (topics.includes('missing')) throw fromCode(29)
-  }
-  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key), retry: { retries: 5 } })
-  const [missing, good] = await Promise.allSettled([
-    producer.send({ topic: 'missing', messages: [{ key: '0', value: 'm' }] }),
-    producer.send({ topic: 't', messages: [{ key: '0', value: 'g' }] }),
-  ])
-  t.match(missing.reason, { written: false, cause: { type: 'TOPIC_AUTHORIZATION_FAILED' } })
-  t.equal(good.status, 'fulfilled')
-  t.equal(s.eos.initProducerIds, 1, 'a fresh producer id')
-  t.same(asked, [['missing', 't'], ['missing'], ['t'], ['t']], 'the retry asks only for "t"')
   await producer.disconnect()
 })
 

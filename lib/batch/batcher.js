@@ -1,24 +1,42 @@
 'use strict'
 
+const { channels } = require('../core/diagnostics')
 const { IndexedHeap } = require('../core/indexed-heap')
 const { Fifo } = require('../core/fifo')
+const { histogram } = require('../metrics/registry')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { resolve } = require('../core/options')
-const { ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_TIMEOUT } = require('../core/errors')
-const { waitSpec, itemSizeError, deliveryTimeoutError, queueFullError, isRetriable, measure, resultError } = require('./options')
-const { WAITING, QUEUED, BATCHED, DONE, capture, recordOf, settleAs, Group, RunClock } = require('./records')
+const {
+  ERR_IO_HYGIENE_QUEUE_FULL,
+  ERR_IO_HYGIENE_CLOSED,
+  ERR_IO_HYGIENE_TIMEOUT,
+  ERR_IO_HYGIENE_INVALID_RESULT,
+} = require('../core/errors')
+const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = require('./options')
+const { WAITING, QUEUED, BATCHED, DONE, capture, recordOf, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
 const { drainHooks } = require('./drain-hooks')
-const { backoffMs, takeRetries, topUp, fits } = require('./retry')
+const { backoffMs, takeRetries } = require('./retry')
 const { WakeTimer } = require('./wake-timer')
-const { Report } = require('./report')
+
+// A push's promise settled as `how(item, value)` says: resolved with what it
+// returns, rejected with what it throws.
+function settleAs (rec, how, value) {
+  let out
+  try {
+    out = how(rec.item, value)
+  } catch (error) {
+    rec.reject(error)
+    return
+  }
+  rec.resolve(out)
+}
 
 class Batcher {
   #options
   #what
   // A sink's own settling of each push() (not pushAll()): see createBatcher().
   #fate
-  #merging // a batch waiting to retry goes with what is queued after it (retry.js)
   #groups = new Map()
   // What keeps every send, settle and timer tick from walking all groups:
   // the groups touched since the last pump, the line of groups with a batch
@@ -51,14 +69,19 @@ class Batcher {
     flushErrors: 0,
   }
 
-  #report
+  // The monitor's histograms of this batcher's name, got once: send()'s
+  // round trip by outcome, and each item's wait from push() to its first send.
+  #flushOk
+  #flushError
+  #queueWait
 
-  constructor (options, fate = null, merging = false) {
+  constructor (options, fate = null) {
     this.#options = options
     this.#fate = fate
-    this.#merging = merging
     this.#what = `batcher "${options.name}"`
-    this.#report = new Report(options.name)
+    this.#flushOk = histogram('batch.flush', { batcher: options.name, outcome: 'ok' })
+    this.#flushError = histogram('batch.flush', { batcher: options.name, outcome: 'error' })
+    this.#queueWait = histogram('batch.queue_wait', { batcher: options.name })
     if (options.flushOnSignals) onShutdown(this, drainHooks(this, options.shutdownTimeoutMs, (timeoutMs) => this.close({ timeoutMs })))
   }
 
@@ -269,9 +292,7 @@ class Batcher {
       // A group in the line stays sendable: only this loop sends, and a
       // group whose items all expired meanwhile was removed.
       if (group.removed) continue
-      const batch = group.batch ?? this.#cut(group)
-      if (this.#merging && batch.attempt > 0) this.#batched += topUp(group, batch, o, now)
-      this.#send(group, batch)
+      this.#send(group, group.batch ?? this.#cut(group))
       this.#rewake(group, now)
     }
     this.#arm(now)
@@ -291,7 +312,7 @@ class Batcher {
       return
     }
     const ready = batch !== null
-      ? !batch.inFlight && (batch.retryAt <= now || (this.#merging && fits(group, batch, this.#options) && this.#isDue(group, now)))
+      ? !batch.inFlight && batch.retryAt <= now
       : this.#isDue(group, now)
     if (ready && !group.ready) {
       group.ready = true
@@ -311,8 +332,9 @@ class Batcher {
     if (batch !== null) {
       next = batch.deadline
       if (!batch.inFlight && batch.retryAt > now && batch.retryAt < next) next = batch.retryAt
+    } else if (head !== undefined && !this.#isDue(group, now)) {
+      next = head.at + o.lingerMs
     }
-    if (head !== undefined && (batch === null || (this.#merging && !batch.inFlight)) && !this.#isDue(group, now)) next = Math.min(next, head.at + o.lingerMs)
     if (head !== undefined && head.at + o.deliveryTimeoutMs < next) next = head.at + o.deliveryTimeoutMs
     if (next === Infinity) this.#wake.remove(group)
     else if (next !== group.dueAt) this.#wake.set(group, next)
@@ -336,27 +358,23 @@ class Batcher {
     const records = batch.records
     const items = new Array(records.length)
     const started = performance.now()
-    if (batch.held === 0) batch.attempt++
-    if (batch.fresh === 0) {
+    batch.attempt++
+    if (batch.attempt === 1) {
       // `at` is the clock of the item's run of pushes (#now()): its wait,
       // from the clock reads the batcher makes anyway.
-      const wait = this.#report.queueWait
+      const wait = this.#queueWait
       for (let i = 0; i < records.length; i++) {
         items[i] = records[i].item
         wait.record(started - records[i].at)
       }
     } else {
       for (let i = 0; i < records.length; i++) items[i] = records[i].item
-      for (let i = batch.fresh; i < records.length; i++) this.#report.queueWait.record(started - records[i].at)
     }
-    batch.fresh = records.length
     batch.inFlight = true
     this.#batchesInFlight++
     let pending
     try {
-      pending = this.#options.send(items, this.#merging
-        ? { group: group.key, attempt: batch.attempt, held: batch.held }
-        : { group: group.key, attempt: batch.attempt })
+      pending = this.#options.send(items, { group: group.key, attempt: batch.attempt })
     } catch (err) {
       pending = Promise.reject(err)
     }
@@ -367,17 +385,22 @@ class Batcher {
   }
 
   #onSent (group, batch, started, ok, value) {
+    const o = this.#options
     const now = performance.now()
     const records = batch.records
     this.#batchesInFlight--
     batch.inFlight = false
     this.#counters.flushes++
-    const invalid = ok ? resultError(this.#what, value, records.length) : null
-    if (invalid !== null) {
+    if (ok && value !== undefined && (!Array.isArray(value) || value.length !== records.length)) {
       ok = false
-      value = invalid
+      value = new ERR_IO_HYGIENE_INVALID_RESULT(this.#what,
+        `send() must resolve with undefined or an array of ${records.length} results, got ${Array.isArray(value) ? `an array of ${value.length}` : typeof value}`)
     }
-    this.#report.flushed(batch, now - started, ok ? null : value)
+    if (ok) this.#flushOk.record(now - started)
+    else this.#flushError.record(now - started)
+    if (channels.batchFlush.hasSubscribers) {
+      channels.batchFlush.publish({ name: o.name, items: records.length, bytes: batch.bytes, attempt: batch.attempt, durationMs: now - started, error: ok ? null : value })
+    }
     this.#touch(group)
     if (ok && value !== undefined && this.#retryPart(group, batch, now, value)) {
       this.#schedule()
@@ -396,15 +419,19 @@ class Batcher {
       if (this.#batchesInFlight > inFlight) setImmediate(this.#settle, records, value)
       else this.#settle(records, value)
       return
-    }
-    this.#counters.flushErrors++
-    group.lastError = value
-    if (!isRetriable(this.#options, value)) {
-      this.#rejectRecords(records, () => value, 'send')
-      group.batch = null
     } else {
-      this.#expireBatch(group, now)
-      this.#backOff(group, batch, now)
+      this.#counters.flushErrors++
+      group.lastError = value
+      if (!isRetriable(this.#options, value)) {
+        this.#rejectRecords(records, () => value, 'send')
+        group.batch = null
+      } else {
+        this.#expireBatch(group, now)
+        if (group.batch !== null) {
+          batch.retryAt = now + backoffMs(o, batch.attempt)
+          this.#counters.retried++
+        }
+      }
     }
     this.#schedule()
   }
@@ -416,16 +443,12 @@ class Batcher {
     const settled = takeRetries(group, batch, value)
     if (settled === null) return false
     this.#expireBatch(group, now)
-    this.#backOff(group, batch, now)
+    if (group.batch !== null) {
+      batch.retryAt = now + backoffMs(this.#options, batch.attempt)
+      this.#counters.retried++
+    }
     if (settled.done.length > 0) this.#settle(settled.done, settled.results)
     return true
-  }
-
-  // After a backoff, unless this send held them back (theirs still runs).
-  #backOff (group, batch, now) {
-    if (group.batch === null || batch.held > 0) return
-    batch.retryAt = now + backoffMs(this.#options, batch.attempt)
-    this.#counters.retried++
   }
 
   // Per record only what a caller sees: its promise resolved. The books,
@@ -478,7 +501,13 @@ class Batcher {
   // whichever comes first.
   #expireWaiting (now) {
     const o = this.#options
-    const expired = this.#waiting.takeExpired(now, Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs))
+    const waiting = this.#waiting
+    const limit = Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs)
+    let expired = null
+    while (waiting.length > 0 && waiting.peek().at + limit <= now) {
+      if (expired === null) expired = []
+      expired.push(this.#waiting.take())
+    }
     if (expired !== null) {
       const make = o.deliveryTimeoutMs <= o.maxQueueWaitMs
         ? () => deliveryTimeoutError(o.deliveryTimeoutMs, undefined)
@@ -488,7 +517,9 @@ class Batcher {
   }
 
   #queueFull (why) {
-    return queueFullError(this.#what, this.#held, this.#heldBytes, this.#options, why)
+    const o = this.#options
+    return new ERR_IO_HYGIENE_QUEUE_FULL(`${this.#what} holds ${this.#held} items / ${this.#heldBytes} bytes ` +
+      `(maxQueuedItems ${o.maxQueuedItems}, maxQueuedBytes ${o.maxQueuedBytes}); ${why}`)
   }
 
   // A record leaves the books; flush() and close() waiters count it. Called
@@ -519,7 +550,9 @@ class Batcher {
       first ??= err
       count++
     }
-    if (count > 0) this.#report.rejected(count, first, stage)
+    if (count > 0 && channels.batchReject.hasSubscribers) {
+      channels.batchReject.publish({ name: this.#options.name, items: count, error: first, stage })
+    }
   }
 
   // Refuses one push(), settled as the sink's fate says when it has one.
@@ -541,7 +574,7 @@ class Batcher {
 
   #dropped (err, count) {
     this.#counters.dropped += count
-    this.#report.rejected(count, err, 'push')
+    if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: this.#options.name, items: count, error: err, stage: 'push' })
   }
 
   // Resolves once everything pushed so far has settled.
@@ -567,9 +600,14 @@ class Batcher {
         ? new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs)
         : new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs, { cause })
       if (group.batch !== null) this.#rejectRecords(group.batch.records, make, 'close')
-      this.#rejectRecords(group.takeAll(), make, 'close')
+      const queued = []
+      while (group.queue.length > 0) queued.push(group.queue.shift())
+      group.bytes = 0
+      this.#rejectRecords(queued, make, 'close')
     }
-    this.#rejectRecords(this.#waiting.takeAll(), () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')
+    const waiting = []
+    while (this.#waiting.length > 0) waiting.push(this.#waiting.take())
+    this.#rejectRecords(waiting, () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')
   }
 
   #dispose () {

@@ -85,18 +85,6 @@ const { Pending } = require('./records')
 const { drainHooks } = require('./drain-hooks')
 
 function createBatcher (options, fate = null) {
-  return new Batcher(validated(options), fate)
-}
-
-// Not public: for a sink that keeps its items' order itself (wrapProducer()),
-// a batch waiting to retry goes with what is queued after it (retry.js's
-// topUp()), and send()'s second argument says how many of its first items
-// it holds back (`held`).
-function createMergingBatcher (options, fate = null) {
-  return new Batcher(validated(options), fate, true)
-}
-
-function validated (options) {
   const where = 'createBatcher()'
   const o = resolve(where, spec, options)
   if (o.send === null) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'send', 'a function', undefined)
@@ -104,7 +92,7 @@ function validated (options) {
   if (o.concurrency > 1 && o.groupOf === null) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'concurrency above 1 needs groupOf: one group never has two batches in flight, so that it keeps its order')
   }
-  return o
+  return new Batcher(o, fate)
 }
 
-module.exports = { spec, createBatcher, createMergingBatcher, checkLimits, queueOptions, drainHooks, Retry, Pending }
+module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks, Retry, Pending }

@@ -1,7 +1,7 @@
 'use strict'
 
 const { integer, timerMs, boolean, oneOf, func, string, nullable } = require('../core/options')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_DELIVERY_TIMEOUT, ERR_IO_HYGIENE_INVALID_RESULT, ERR_IO_HYGIENE_QUEUE_FULL } = require('../core/errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_DELIVERY_TIMEOUT } = require('../core/errors')
 
 // Defaults, and why, are in docs/batch.md's options table; a test keeps the two equal.
 const spec = {
@@ -85,11 +85,6 @@ function deliveryTimeoutError (ms, cause) {
 
 // The sizes and groups of pushAll()'s items, and the first refusal (a
 // bad size, or what sizeOf/groupOf threw), if any.
-function queueFullError (what, held, heldBytes, o, why) {
-  return new ERR_IO_HYGIENE_QUEUE_FULL(`${what} holds ${held} items / ${heldBytes} bytes ` +
-    `(maxQueuedItems ${o.maxQueuedItems}, maxQueuedBytes ${o.maxQueuedBytes}); ${why}`)
-}
-
 function measure (what, o, items) {
   const n = items.length
   const sizes = new Array(n)
@@ -109,13 +104,6 @@ function measure (what, o, items) {
   return { sizes, keys, bytes, err }
 }
 
-// What is wrong with a sink's result for a batch of `n`, if anything; else null.
-function resultError (what, value, n) {
-  if (value === undefined || (Array.isArray(value) && value.length === n)) return null
-  return new ERR_IO_HYGIENE_INVALID_RESULT(what,
-    `send() must resolve with undefined or an array of ${n} results, got ${Array.isArray(value) ? `an array of ${value.length}` : typeof value}`)
-}
-
 // The caller's isRetriable(), which must not throw into the batcher.
 function isRetriable (o, err) {
   try {
@@ -125,4 +113,4 @@ function isRetriable (o, err) {
   }
 }
 
-module.exports = { spec, waitSpec, QUEUE_KEYS, queueOptions, checkLimits, itemSizeError, deliveryTimeoutError, queueFullError, measure, isRetriable, resultError }
+module.exports = { spec, waitSpec, QUEUE_KEYS, queueOptions, checkLimits, itemSizeError, deliveryTimeoutError, measure, isRetriable }

@@ -45,19 +45,6 @@ function recordOf (item, bytes, key, seq, at) {
   return item
 }
 
-// A push's promise settled as `how(item, value)` says: resolved with what it
-// returns, rejected with what it throws.
-function settleAs (rec, how, value) {
-  let out
-  try {
-    out = how(rec.item, value)
-  } catch (error) {
-    rec.reject(error)
-    return
-  }
-  rec.resolve(out)
-}
-
 class Group {
   constructor (key) {
     this.key = key
@@ -86,14 +73,6 @@ class Group {
     return expired
   }
 
-  // Takes every queued record (a close() that ran out of time).
-  takeAll () {
-    const all = []
-    while (this.queue.length > 0) all.push(this.queue.shift())
-    this.bytes = 0
-    return all
-  }
-
   // Cuts the next batch off the queue. Every item fits in a batch on its
   // own (push() checks), so the first one always goes.
   cut (maxItems, maxBytes, deliveryTimeoutMs) {
@@ -119,10 +98,6 @@ class Batch {
     this.attempt = 0
     this.inFlight = false
     this.retryAt = 0
-    // Its first records not sent yet (retry.js's topUp() adds some), and
-    // those of its own held back by this send (their backoff still runs).
-    this.fresh = 0
-    this.held = 0
     this.deadline = records[0].at + deliveryTimeoutMs
   }
 
@@ -168,4 +143,4 @@ class RunClock {
   }
 }
 
-module.exports = { settleAs, WAITING, QUEUED, BATCHED, DONE, capture, Pending, recordOf, Group, Batch, RunClock }
+module.exports = { WAITING, QUEUED, BATCHED, DONE, capture, Pending, recordOf, Group, Batch, RunClock }

@@ -2,7 +2,7 @@
 
 // A batch the sink failed, whole or in part: how long it waits before it
 // goes again, and which of its items go (a sink's Retry results).
-const { BATCHED, DONE } = require('./records')
+const { DONE } = require('./records')
 
 // A sink's result for an item to send again (after the backoff, with the
 // others of its batch that got one), while the rest of the batch settles:
@@ -39,8 +39,7 @@ function takeRetries (group, batch, value) {
     } else if (rec.state !== DONE) {
       keep.push(rec)
       bytes += rec.bytes
-      // A Retry without a reason (held back, not sent) keeps the last one.
-      if (value[i].error !== undefined) group.lastError = value[i].error
+      group.lastError = value[i].error
     }
   }
   batch.records = keep
@@ -48,34 +47,4 @@ function takeRetries (group, batch, value) {
   return { done, results }
 }
 
-// For a sink that keeps each item's order itself (wrapProducer(): the order
-// of a partition's records), a batch waiting to retry does not hold back the
-// group's queue: what is queued after it goes in the same request, behind
-// its own items, up to the batch caps; and it goes while the batch's backoff
-// runs, with the batch's own items `held`: the sink sends none of them, nor
-// anything that must stay behind one of them (the Java producer's muted
-// partition), and answers Retry for those. Returns how many were added.
-function topUp (group, batch, o, now) {
-  const records = batch.records
-  batch.held = batch.retryAt > now ? records.length : 0
-  batch.fresh = records.length
-  const queue = group.queue
-  let added = 0
-  while (queue.length > 0 && records.length < o.maxBatchItems && batch.bytes + queue.peek().bytes <= o.maxBatchBytes) {
-    const rec = queue.shift()
-    rec.state = BATCHED
-    records.push(rec)
-    batch.bytes += rec.bytes
-    group.bytes -= rec.bytes
-    added++
-  }
-  return added
-}
-
-// Whether the group's next queued item fits in its batch waiting to retry.
-function fits (group, batch, o) {
-  const head = group.queue.peek()
-  return head !== undefined && batch.records.length < o.maxBatchItems && batch.bytes + head.bytes <= o.maxBatchBytes
-}
-
-module.exports = { Retry, backoffMs, takeRetries, topUp, fits }
+module.exports = { Retry, backoffMs, takeRetries }

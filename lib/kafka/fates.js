@@ -4,8 +4,8 @@
 // (Item), and what an attempt's outcome (send-messages.js's kOutcome) says
 // of each. A batch carries callers; it never merges their fates.
 const { Retry, Pending } = require('../batch')
-const { NO_PARTITION, PARTITIONER_THREW, kMuted } = require('./send-messages')
-const { NO_METADATA, Unwritten, ownEntries, atPosition, settledOne, rejection, writtenOf } = require('./outcomes')
+const { NO_PARTITION, PARTITIONER_THREW } = require('./send-messages')
+const { NO_METADATA, Unwritten, ownEntries, atPosition } = require('./outcomes')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, describe } = require('../core/errors')
 
 // The batcher works on messages: the one record a message costs us besides
@@ -73,23 +73,20 @@ function fates (items, error) {
 // (its topic, its partition, its partitioner), or assigned a partition
 // still to write. Returns the messages to send again apart (the two halves
 // of each batch refused for a record), or null.
-function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, declined, autoCreate, unsent }, acks) {
+function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown }, acks) {
   const own = ownEntries(entries)
   let lastTopic = null
   let partitions
   let places
   let topicEntries
   let topicRefused
-  let topicMuted
   let refusals = null // "topic\0partition" -> its refused messages
   for (let i = 0; i < items.length; i++) {
     const item = items[i]
-    // Settled, or held back (not in this attempt: slot -1).
-    if (item.written !== null || item.slot < 0) continue
+    if (item.written !== null) continue
     if (item.topic !== lastTopic) {
       lastTopic = item.topic
       const messages = byTopic.get(lastTopic)
-      topicMuted = messages[kMuted]
       partitions = assigned.get(messages)
       places = positions?.get(messages)
       topicEntries = own.get(lastTopic)
@@ -99,18 +96,12 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       // A topic the cluster does not know may be one it is creating (auto-
       // creation answers so at first): asked again a few times, as kafkajs
       // retries it, before its callers are refused.
-      // Unless the producer does not ask for it: then at the first answer
-      // (the send-messages.js's refusal is for a topic it never had).
-      if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && autoCreate !== false && item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
+      if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
       else item.written = new Unwritten(topicRefused, mayBeWritten(item))
       continue
     }
     const partition = partitions?.[item.slot]
-    if (partition === undefined) {
-      // Not handed to a broker: this attempt ended before it had a partition.
-      if (unsent === true) item.refusals++
-      continue
-    }
+    if (partition === undefined) continue
     if (partition === NO_PARTITION) {
       const named = item.message.partition
       item.written = new Unwritten(new ERR_IO_HYGIENE_INVALID_ARGUMENT('a kafka send()', named === undefined
@@ -135,17 +126,10 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       const list = refusals.get(key)
       if (list === undefined) refusals.set(key, [item])
       else list.push(item)
-    } else if (topicMuted?.has(partition) === true) {
-      // Held back (its partition muted): not sent, as good as refused for
-      // what a rejection says (mayBeWritten).
-      item.partition = partition
-      item.refusals++
     } else if (acks === 0 && !pending.has(key)) {
       item.written = NO_METADATA
     } else {
       item.partition = partition
-      // Answered "not appended": as good as refused.
-      if (declined?.has(key)) item.refusals++
     }
   }
   if (refusals === null) return null
@@ -170,21 +154,4 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
   return apart
 }
 
-// How the batcher settles a one-message call (push()): with the message's own
-// RecordMetadata, or its own rejection, which says whether it may have been
-// written. Settled by a request that failed later (written, or refused on its
-// own), then out of time or closed while the rest of its batch was retried:
-// its own fate stands.
-const FATE = {
-  resolved: (item, value) => settledOne(value),
-  rejected: (item, error) => {
-    // (kafka-unit's "written ... then out of time" test reaches it, but its
-    // deadline can fire before or after the retry settles: which branch a
-    // run takes depends on the machine.)
-    /* c8 ignore next */
-    if (item.written !== null) return settledOne(item.written)
-    throw rejection(error, writtenOf(item))
-  },
-}
-
-module.exports = { FATE, Item, settleAttempt, allSettled, fates }
+module.exports = { Item, settleAttempt, allSettled, fates }

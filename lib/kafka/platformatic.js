@@ -106,7 +106,6 @@ class Item {
     // retry of its batch, which then skips it.
     this.written = null
     this.sends = 0
-    this.refusals = 0 // of those sends, answered "not appended" (outcomes.js's writtenOf)
   }
 }
 

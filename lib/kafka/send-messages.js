@@ -14,8 +14,7 @@ const path = require('node:path')
 // batch; `pending`, the "topic\0partition" keys no response covered;
 // `entries`, the RecordMetadata of those it did; `refused`, the keys a
 // broker refused for good -> its error; `topics`, the topics the cluster
-// refused -> its error; `declined`, the keys the broker's answer to the last
-// attempt refused without appending anything (to go again). A retry then sends the rest to the same partitions (the
+// refused -> its error. A retry then sends the rest to the same partitions (the
 // idempotent producer's sequence numbers can then drop a copy the broker
 // wrote without answering), and each caller gets its own partition's entry.
 const kOutcome = Symbol.for('io-hygiene.kafkajs.outcome.v1')
@@ -35,10 +34,6 @@ const RECORD_REFUSED = new Set(['INVALID_RECORD', 'MESSAGE_TOO_LARGE', 'INVALID_
 // The broker holds this batch already (a retry of one it wrote): written,
 // as the Java producer reads it.
 const DUPLICATE_SEQUENCE_NUMBER = 46
-// A partition's retriable answer that says the broker appended nothing
-// (unlike NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT): a message
-// only ever answered so was provably not written.
-const NOT_APPENDED = new Set(['NOT_ENOUGH_REPLICAS', 'NOT_LEADER_FOR_PARTITION', 'LEADER_NOT_AVAILABLE', 'UNKNOWN_TOPIC_OR_PARTITION', 'FENCED_LEADER_EPOCH', 'UNKNOWN_LEADER_EPOCH'])
 // On a messages array of wrapProducer()'s (one per topic of a request): each
 // message carries its own caller, so one message's fate is never the
 // call's. A topic the cluster refuses, a partitioner that throws, or a
@@ -46,18 +41,12 @@ const NOT_APPENDED = new Set(['NOT_ENOUGH_REPLICAS', 'NOT_LEADER_FOR_PARTITION',
 // the call resolves with the outcome (kOutcome) that says which. kafkajs's
 // own callers keep its all-or-nothing call.
 const kPerRecord = Symbol.for('io-hygiene.kafkajs.per-record.v1')
-// On such an array: a Set of the topic's partitions whose earlier messages
-// wait to be sent again (the Java producer's muted partitions). A message
-// the partitioner puts in one is not sent (it must stay behind them): its
-// partition is reported as assigned, not written, and it goes with them.
-const kMuted = Symbol.for('io-hygiene.kafkajs.muted.v1')
 // A message's partition in kOutcome's `assigned` when it has none: the
 // partitioner named no partition of the topic, or threw (`thrown` has why).
 const NO_PARTITION = -1
 const PARTITIONER_THREW = -2
 
 const asIs = async (data) => data
-const NOTHING = new Map()
 
 // The topic's partitions by id: null for each the metadata has (its batch
 // once a message goes to it), 0 for an id it lacks. Ids are 0 to n - 1; one
@@ -111,10 +100,8 @@ function createSendMessagesFactory (dir) {
     // kafkajs retries it.
     async function addTopics (topics, perRecord, refusedTopics) {
       if (!perRecord) return cluster.addMultipleTargetTopics(topics)
-      // Refused by an earlier attempt of this call (kafkajs retries one after
-      // a fresh producer id): set aside. Never all of them: a call with only
-      // refused topics has nothing to send, and ends.
-      const wanted = topics.filter((topic) => !refusedTopics.has(topic))
+      const wanted = refusedTopics.size === 0 ? topics : topics.filter((topic) => !refusedTopics.has(topic))
+      if (wanted.length === 0) return
       try {
         await cluster.addMultipleTargetTopics(wanted)
       } catch (error) {
@@ -158,7 +145,6 @@ function createSendMessagesFactory (dir) {
           throw new KafkaJSMetadataNotLoaded('Producing to topic without metadata')
         }
         const perRecord = messages[kPerRecord] === true
-        const muted = messages[kMuted]
         // Each partition of the metadata's batch by its id, in an array made
         // before the loop (filled: no hole reads through the prototype), so
         // that the loop around the partitioner does no lookup by key: the
@@ -181,11 +167,6 @@ function createSendMessagesFactory (dir) {
           }
           // As kafkajs reads its grouping's keys back: a number.
           if (typeof partition !== 'number') partition = Number(partition)
-          // Behind records of its partition that wait to retry (kMuted).
-          if (muted !== undefined && muted.has(partition)) {
-            partitions[i] = partition
-            continue
-          }
           let list = (partition >>> 0) === partition && partition <= last ? perPartition[partition] : 0
           // kafkajs sends a partition its metadata does not have nowhere,
           // and resolves: its messages are never written.
@@ -305,7 +286,6 @@ function createSendMessagesFactory (dir) {
       // error for its batch; topic -> the cluster's error for the topic.
       const refused = new Map()
       const refusedTopics = new Map()
-      const declined = new Set()
       const topics = topicMessages.map(({ topic }) => topic)
       let perRecord = false
       for (const { messages } of topicMessages) if (messages?.[kPerRecord] === true) perRecord = true
@@ -313,31 +293,20 @@ function createSendMessagesFactory (dir) {
       // and must retry others ends the call: its callers' fates are known
       // now, and the wrapper sends the rest again alone (`retry` says why).
       let retry = null
-      // Whether the producer asks the cluster to create a topic it does not
-      // know (kafkajs's allowAutoTopicCreation): if not, such a topic is
-      // refused at once.
-      const autoCreate = cluster.brokerPool?.seedBroker?.allowAutoTopicCreation !== false
-      const outcome = () => {
-        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined, autoCreate }
-        // wrapProducer()'s attempt that ended before any message was given
-        // a partition: nothing was sent, and the topics refused are known.
-        return perRecord && retry !== null ? { assigned: NOTHING, pending: NOTHING, entries: results, refused, topics: refusedTopics, retry, autoCreate, unsent: true } : null
-      }
+      const outcome = () => call === null
+        ? null
+        : { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry }
       try {
         await retrier(async (bail, retryCount, retryTime) => {
-          if (!perRecord) await addTopics(topics, perRecord, refusedTopics)
+          await addTopics(topics, perRecord, refusedTopics)
           let failure = null
           let uncovered = null
-          declined.clear()
-          // wrapProducer()'s calls: one attempt each. Its batcher sends what
-          // is left again after its backoff, while the rest of its queue
-          // goes on (kafkajs's retries here would hold the whole producer).
+          const settledBefore = results.length + refused.size
           const later = (e) => {
-            if (!perRecord) throw e
+            if (!perRecord || results.length + refused.size === settledBefore) throw e
             retry = e
           }
           try {
-            if (perRecord) await addTopics(topics, perRecord, refusedTopics)
             call ??= await assign(topicMessages, refusedTopics)
             const { pending } = call
             const { perNode, leaderless } = perLeader(pending)
@@ -364,7 +333,6 @@ function createSendMessagesFactory (dir) {
             for (const { key, error } of refusals) {
               if (SEQUENCE_LOST.has(error.type) || (error.retriable && !RECORD_REFUSED.has(error.type))) {
                 failure ??= error
-                if (NOT_APPENDED.has(error.type)) declined.add(key)
               } else {
                 pending.delete(key)
                 refused.set(key, error)
@@ -450,4 +418,4 @@ function unpoisoned (eosManager, dir) {
   return guarded
 }
 
-module.exports = { createSendMessagesFactory, unpoisoned, kOutcome, kPerRecord, kMuted, NO_PARTITION, PARTITIONER_THREW }
+module.exports = { createSendMessagesFactory, unpoisoned, kOutcome, kPerRecord, NO_PARTITION, PARTITIONER_THREW }
