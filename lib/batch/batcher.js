@@ -1,36 +1,21 @@
 'use strict'
 
-const { channels } = require('../core/diagnostics')
 const { IndexedHeap } = require('../core/indexed-heap')
 const { Fifo } = require('../core/fifo')
-const { histogram } = require('../metrics/registry')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { resolve } = require('../core/options')
 const {
-  ERR_IO_HYGIENE_QUEUE_FULL,
   ERR_IO_HYGIENE_CLOSED,
   ERR_IO_HYGIENE_TIMEOUT,
   ERR_IO_HYGIENE_INVALID_RESULT,
 } = require('../core/errors')
-const { waitSpec, itemSizeError, deliveryTimeoutError, isRetriable, measure } = require('./options')
-const { WAITING, QUEUED, BATCHED, DONE, capture, recordOf, Group, RunClock } = require('./records')
+const { waitSpec, itemSizeError, deliveryTimeoutError, queueFullError, isRetriable, measure } = require('./options')
+const { WAITING, QUEUED, BATCHED, DONE, capture, recordOf, settleAs, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
 const { drainHooks } = require('./drain-hooks')
 const { backoffMs, takeRetries } = require('./retry')
 const { WakeTimer } = require('./wake-timer')
-
-// A push's promise settled as `how(item, value)` says: resolved with what it
-// returns, rejected with what it throws.
-function settleAs (rec, how, value) {
-  let out
-  try {
-    out = how(rec.item, value)
-  } catch (error) {
-    rec.reject(error)
-    return
-  }
-  rec.resolve(out)
-}
+const { Report } = require('./report')
 
 class Batcher {
   #options
@@ -69,19 +54,13 @@ class Batcher {
     flushErrors: 0,
   }
 
-  // The monitor's histograms of this batcher's name, got once: send()'s
-  // round trip by outcome, and each item's wait from push() to its first send.
-  #flushOk
-  #flushError
-  #queueWait
+  #report
 
   constructor (options, fate = null) {
     this.#options = options
     this.#fate = fate
     this.#what = `batcher "${options.name}"`
-    this.#flushOk = histogram('batch.flush', { batcher: options.name, outcome: 'ok' })
-    this.#flushError = histogram('batch.flush', { batcher: options.name, outcome: 'error' })
-    this.#queueWait = histogram('batch.queue_wait', { batcher: options.name })
+    this.#report = new Report(options.name)
     if (options.flushOnSignals) onShutdown(this, drainHooks(this, options.shutdownTimeoutMs, (timeoutMs) => this.close({ timeoutMs })))
   }
 
@@ -362,7 +341,7 @@ class Batcher {
     if (batch.attempt === 1) {
       // `at` is the clock of the item's run of pushes (#now()): its wait,
       // from the clock reads the batcher makes anyway.
-      const wait = this.#queueWait
+      const wait = this.#report.queueWait
       for (let i = 0; i < records.length; i++) {
         items[i] = records[i].item
         wait.record(started - records[i].at)
@@ -396,11 +375,7 @@ class Batcher {
       value = new ERR_IO_HYGIENE_INVALID_RESULT(this.#what,
         `send() must resolve with undefined or an array of ${records.length} results, got ${Array.isArray(value) ? `an array of ${value.length}` : typeof value}`)
     }
-    if (ok) this.#flushOk.record(now - started)
-    else this.#flushError.record(now - started)
-    if (channels.batchFlush.hasSubscribers) {
-      channels.batchFlush.publish({ name: o.name, items: records.length, bytes: batch.bytes, attempt: batch.attempt, durationMs: now - started, error: ok ? null : value })
-    }
+    this.#report.flushed(batch, now - started, ok ? null : value)
     this.#touch(group)
     if (ok && value !== undefined && this.#retryPart(group, batch, now, value)) {
       this.#schedule()
@@ -501,13 +476,7 @@ class Batcher {
   // whichever comes first.
   #expireWaiting (now) {
     const o = this.#options
-    const waiting = this.#waiting
-    const limit = Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs)
-    let expired = null
-    while (waiting.length > 0 && waiting.peek().at + limit <= now) {
-      if (expired === null) expired = []
-      expired.push(this.#waiting.take())
-    }
+    const expired = this.#waiting.takeExpired(now, Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs))
     if (expired !== null) {
       const make = o.deliveryTimeoutMs <= o.maxQueueWaitMs
         ? () => deliveryTimeoutError(o.deliveryTimeoutMs, undefined)
@@ -517,9 +486,7 @@ class Batcher {
   }
 
   #queueFull (why) {
-    const o = this.#options
-    return new ERR_IO_HYGIENE_QUEUE_FULL(`${this.#what} holds ${this.#held} items / ${this.#heldBytes} bytes ` +
-      `(maxQueuedItems ${o.maxQueuedItems}, maxQueuedBytes ${o.maxQueuedBytes}); ${why}`)
+    return queueFullError(this.#what, this.#held, this.#heldBytes, this.#options, why)
   }
 
   // A record leaves the books; flush() and close() waiters count it. Called
@@ -550,9 +517,7 @@ class Batcher {
       first ??= err
       count++
     }
-    if (count > 0 && channels.batchReject.hasSubscribers) {
-      channels.batchReject.publish({ name: this.#options.name, items: count, error: first, stage })
-    }
+    if (count > 0) this.#report.rejected(count, first, stage)
   }
 
   // Refuses one push(), settled as the sink's fate says when it has one.
@@ -574,7 +539,7 @@ class Batcher {
 
   #dropped (err, count) {
     this.#counters.dropped += count
-    if (channels.batchReject.hasSubscribers) channels.batchReject.publish({ name: this.#options.name, items: count, error: err, stage: 'push' })
+    this.#report.rejected(count, err, 'push')
   }
 
   // Resolves once everything pushed so far has settled.
@@ -600,14 +565,9 @@ class Batcher {
         ? new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs)
         : new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs, { cause })
       if (group.batch !== null) this.#rejectRecords(group.batch.records, make, 'close')
-      const queued = []
-      while (group.queue.length > 0) queued.push(group.queue.shift())
-      group.bytes = 0
-      this.#rejectRecords(queued, make, 'close')
+      this.#rejectRecords(group.takeAll(), make, 'close')
     }
-    const waiting = []
-    while (this.#waiting.length > 0) waiting.push(this.#waiting.take())
-    this.#rejectRecords(waiting, () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')
+    this.#rejectRecords(this.#waiting.takeAll(), () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')
   }
 
   #dispose () {

@@ -1,7 +1,7 @@
 'use strict'
 
 const { integer, timerMs, boolean, oneOf, func, string, nullable } = require('../core/options')
-const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_DELIVERY_TIMEOUT } = require('../core/errors')
+const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_CONFLICTING_OPTIONS, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_DELIVERY_TIMEOUT, ERR_IO_HYGIENE_QUEUE_FULL } = require('../core/errors')
 
 // Defaults, and why, are in docs/batch.md's options table; a test keeps the two equal.
 const spec = {
@@ -85,6 +85,11 @@ function deliveryTimeoutError (ms, cause) {
 
 // The sizes and groups of pushAll()'s items, and the first refusal (a
 // bad size, or what sizeOf/groupOf threw), if any.
+function queueFullError (what, held, heldBytes, o, why) {
+  return new ERR_IO_HYGIENE_QUEUE_FULL(`${what} holds ${held} items / ${heldBytes} bytes ` +
+    `(maxQueuedItems ${o.maxQueuedItems}, maxQueuedBytes ${o.maxQueuedBytes}); ${why}`)
+}
+
 function measure (what, o, items) {
   const n = items.length
   const sizes = new Array(n)
@@ -113,4 +118,4 @@ function isRetriable (o, err) {
   }
 }
 
-module.exports = { spec, waitSpec, QUEUE_KEYS, queueOptions, checkLimits, itemSizeError, deliveryTimeoutError, measure, isRetriable }
+module.exports = { spec, waitSpec, QUEUE_KEYS, queueOptions, checkLimits, itemSizeError, deliveryTimeoutError, queueFullError, measure, isRetriable }

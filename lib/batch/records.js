@@ -45,6 +45,19 @@ function recordOf (item, bytes, key, seq, at) {
   return item
 }
 
+// A push's promise settled as `how(item, value)` says: resolved with what it
+// returns, rejected with what it throws.
+function settleAs (rec, how, value) {
+  let out
+  try {
+    out = how(rec.item, value)
+  } catch (error) {
+    rec.reject(error)
+    return
+  }
+  rec.resolve(out)
+}
+
 class Group {
   constructor (key) {
     this.key = key
@@ -71,6 +84,14 @@ class Group {
       expired.push(rec)
     }
     return expired
+  }
+
+  // Takes every queued record (a close() that ran out of time).
+  takeAll () {
+    const all = []
+    while (this.queue.length > 0) all.push(this.queue.shift())
+    this.bytes = 0
+    return all
   }
 
   // Cuts the next batch off the queue. Every item fits in a batch on its
@@ -143,4 +164,4 @@ class RunClock {
   }
 }
 
-module.exports = { WAITING, QUEUED, BATCHED, DONE, capture, Pending, recordOf, Group, Batch, RunClock }
+module.exports = { settleAs, WAITING, QUEUED, BATCHED, DONE, capture, Pending, recordOf, Group, Batch, RunClock }

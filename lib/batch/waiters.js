@@ -98,6 +98,23 @@ class WaitingLine {
     return rec
   }
 
+  // Takes the pushes that have waited `limit` ms by `now`: the oldest, a
+  // prefix. Null when there are none.
+  takeExpired (now, limit) {
+    let expired = null
+    while (this.#fifo.length > 0 && this.#fifo.peek().at + limit <= now) {
+      if (expired === null) expired = []
+      expired.push(this.take())
+    }
+    return expired
+  }
+
+  takeAll () {
+    const all = []
+    while (this.#fifo.length > 0) all.push(this.take())
+    return all
+  }
+
   fullReason (o) {
     return `and ${this.#fifo.length} pushes of ${this.#bytes} bytes wait for room ` +
       `(maxWaitingItems ${o.maxWaitingItems}, maxWaitingBytes ${o.maxWaitingBytes})`
