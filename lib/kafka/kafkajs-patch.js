@@ -36,7 +36,6 @@ const fs = require('node:fs')
 const Module = require('node:module')
 const path = require('node:path')
 const { wrap } = require('../core/patch')
-const { ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER } = require('../core/errors')
 
 // Each file's length and a 64-bit hash of its bytes (fingerprint() below).
 const SEND_MESSAGES = 'src/producer/sendMessages.js'
@@ -324,6 +323,8 @@ function checkProducer (producer, where) {
   } catch {}
   if (s.loggers.has(logger)) return true
   if (s.status !== 'off' && typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true) {
+    // Loaded here: this file is read at every start, the errors only by a refusal.
+    const { ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER } = require('../core/errors')
     throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, 'an idempotent producer of a kafkajs that io-hygiene has not corrected', `(loaded before install(), a copy it did not find, or not the kafkajs 2.2.x it corrects: ${s.status}) is refused: kafkajs's idempotent retry can acknowledge messages that were never written when partition leaders move. Load io-hygiene first: start node with -r io-hygiene/register (or --import io-hygiene/register), or call install() before kafkajs is first required (or set IO_HYGIENE_KAFKAJS=0 to keep kafkajs's own behaviour on purpose)`)
   }
   if (s.status !== 'off') warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): it sends each call as kafkajs does, in a request of its own, without batching. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
