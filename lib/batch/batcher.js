@@ -439,8 +439,9 @@ class Batcher {
         continue
       }
       rec.state = DONE
-      if (rec.fate === null) rec.resolve(value === undefined ? undefined : value[i])
-      else settleAs(rec, rec.fate.resolved, value === undefined ? undefined : value[i])
+      const result = value === undefined ? undefined : value[i]
+      if (rec.fate === null) rec.resolve(result)
+      else settleAs(rec, rec.fate.resolved, result)
       bytes += rec.bytes
       flushed++
     }

@@ -2,8 +2,8 @@
 
 // An array with a moving head, so that taking a batch off the front is not
 // O(queue length). Emptied, it keeps its slots for the next fill (a batcher's
-// queue fills and empties once per batch) unless they are many.
-const KEEP_SLOTS = 4096
+// queue fills and empties once per batch): never many, as the compaction
+// below has halved a long one on its way to empty.
 
 class Fifo {
   #items = []
@@ -29,7 +29,6 @@ class Fifo {
     items[head] = undefined
     this.#head = head + 1
     if (this.#head === this.#tail) {
-      if (items.length > KEEP_SLOTS) this.#items = []
       this.#head = 0
       this.#tail = 0
     } else if (this.#head >= 1024 && this.#head * 2 >= this.#tail) {

@@ -41,10 +41,10 @@ class Refused {
 }
 
 function zigzagSize (n) {
-  // The usual sizes, one or two bytes, without the loop.
-  if (n >= -64 && n < 64) return 1
-  if (n >= -8192 && n < 8192) return 2
   let unsigned = n >= 0 ? 2 * n : -2 * n - 1
+  // The usual sizes, one or two bytes, without the loop.
+  if (unsigned < 0x80) return 1
+  if (unsigned < 0x4000) return 2
   let bytes = 1
   while (unsigned >= 0x80) {
     bytes++
