@@ -83,13 +83,13 @@ function deliveryTimeoutError (ms, cause) {
   return cause === undefined ? new ERR_IO_HYGIENE_DELIVERY_TIMEOUT(ms) : new ERR_IO_HYGIENE_DELIVERY_TIMEOUT(ms, { cause })
 }
 
-// The sizes and groups of pushAll()'s items, and the first refusal (a
-// bad size, or what sizeOf/groupOf threw), if any.
 function queueFullError (what, held, heldBytes, o, why) {
   return new ERR_IO_HYGIENE_QUEUE_FULL(`${what} holds ${held} items / ${heldBytes} bytes ` +
     `(maxQueuedItems ${o.maxQueuedItems}, maxQueuedBytes ${o.maxQueuedBytes}); ${why}`)
 }
 
+// The sizes and groups of pushAll()'s items, and the first refusal (a
+// bad size, or what sizeOf/groupOf threw), if any.
 function measure (what, o, items) {
   const n = items.length
   const sizes = new Array(n)

@@ -19,29 +19,31 @@ function capture (resolve, reject) {
 class Pending {
   constructor (item, bytes, key, seq, at) {
     this.item = item
+    this.state = WAITING
+    this.unit = null // on the first of pushAll()'s waiting items: { items, bytes } admitted together
+    this.fate = null // the sink's settling of a push(): see createBatcher()
+    this.pushed(bytes, key, seq, at)
+  }
+
+  // What push() knows of it: its size, group and place, the resolvers of the
+  // promise made just before, and when (`at`: its deadline and its linger
+  // count from here).
+  pushed (bytes, key, seq, at) {
     this.bytes = bytes
     this.key = key
     this.seq = seq
     this.resolve = capturedResolve
     this.reject = capturedReject
-    this.state = WAITING
-    this.at = at // when push() was called: its deadline and its linger count from here
-    this.unit = null // on the first of pushAll()'s waiting items: { items, bytes } admitted together
-    this.fate = null // the sink's settling of a push(): see createBatcher()
+    this.at = at
   }
 }
 
 // push()'s record of `item`: a new Pending, or the item itself when it is
 // one (a sink's own record class extends Pending: one object per push, not
-// two), filled in as the constructor would.
+// two).
 function recordOf (item, bytes, key, seq, at) {
   if (!(item instanceof Pending)) return new Pending(item, bytes, key, seq, at)
-  item.bytes = bytes
-  item.key = key
-  item.seq = seq
-  item.resolve = capturedResolve
-  item.reject = capturedReject
-  item.at = at
+  item.pushed(bytes, key, seq, at)
   return item
 }
 

@@ -4,7 +4,6 @@
 // O(queue length). Emptied, it keeps its slots for the next fill (a batcher's
 // queue fills and empties once per batch): never many, as the compaction
 // below has halved a long one on its way to empty.
-
 class Fifo {
   #items = []
   #head = 0
