@@ -22,11 +22,11 @@ class Batcher {
   #what
   // A sink's own settling of each push() (not pushAll()): see createBatcher().
   #fate
+  #park // a batch waiting to retry is set aside (createParkingBatcher())
   #groups = new Map()
-  // What keeps every send, settle and timer tick from walking all groups:
-  // the groups touched since the last pump, the line of groups with a batch
-  // to send (in the order they became ready: round robin), and the heap of
-  // when each group is next due.
+  // So that no send, settle or tick walks all groups: the groups touched
+  // since the last pump, the line of groups with a batch to send (round
+  // robin), and the heap of when each group is next due.
   #dirty = []
   #ready = new Fifo()
   #wake = new IndexedHeap()
@@ -56,9 +56,10 @@ class Batcher {
 
   #report
 
-  constructor (options, fate = null) {
+  constructor (options, fate = null, park = false) {
     this.#options = options
     this.#fate = fate
+    this.#park = park
     this.#what = `batcher "${options.name}"`
     this.#report = new Report(options.name)
     if (options.flushOnSignals) onShutdown(this, drainHooks(this, options.shutdownTimeoutMs, (timeoutMs) => this.close({ timeoutMs })))
@@ -271,20 +272,20 @@ class Batcher {
       // A group in the line stays sendable: only this loop sends, and a
       // group whose items all expired meanwhile was removed.
       if (group.removed) continue
-      this.#send(group, group.batch ?? this.#cut(group))
+      this.#send(group, group.batch ?? group.unpark(now) ?? this.#cut(group))
       this.#rewake(group, now)
     }
     this.#arm(now)
   }
 
-  // Expires what is past its deadline, drops an empty group, puts a group
-  // with something to send in the ready line, and sets its next wake-up.
+  // Expires what is past its deadline, drops an empty group, lines up a
+  // group with something to send, and sets its next wake-up.
   #visit (group, now) {
     if (group.removed) return
     if (group.batch !== null && group.batch.deadline <= now) this.#expireBatch(group, now)
     this.#expireQueue(group, now)
     const batch = group.batch
-    if (batch === null && group.queue.length === 0) {
+    if (batch === null && group.queue.length === 0 && group.parked === null) {
       this.#groups.delete(group.key)
       this.#wake.remove(group)
       group.removed = true
@@ -292,7 +293,7 @@ class Batcher {
     }
     const ready = batch !== null
       ? !batch.inFlight && batch.retryAt <= now
-      : this.#isDue(group, now)
+      : group.parkedReady(now) || (group.queue.length > 0 && this.#isDue(group, now))
     if (ready && !group.ready) {
       group.ready = true
       this.#ready.push(group)
@@ -300,9 +301,8 @@ class Batcher {
     this.#rewake(group, now)
   }
 
-  // The earliest thing of this group that is due later: a linger, a retry,
-  // a deadline. Work that waits only for a free concurrency slot needs no
-  // wake-up: the end of a send pumps.
+  // The group's next linger, retry or deadline. Work that waits only for a
+  // free concurrency slot needs no wake-up: the end of a send pumps.
   #rewake (group, now) {
     const o = this.#options
     const batch = group.batch
@@ -315,6 +315,7 @@ class Batcher {
       next = head.at + o.lingerMs
     }
     if (head !== undefined && head.at + o.deliveryTimeoutMs < next) next = head.at + o.deliveryTimeoutMs
+    if (group.parked !== null) next = Math.min(next, group.parkedDueAt(now))
     if (next === Infinity) this.#wake.remove(group)
     else if (next !== group.dueAt) this.#wake.set(group, next)
   }
@@ -364,7 +365,6 @@ class Batcher {
   }
 
   #onSent (group, batch, started, ok, value) {
-    const o = this.#options
     const now = performance.now()
     const records = batch.records
     this.#batchesInFlight--
@@ -402,28 +402,30 @@ class Batcher {
         group.batch = null
       } else {
         this.#expireBatch(group, now)
-        if (group.batch !== null) {
-          batch.retryAt = now + backoffMs(o, batch.attempt)
-          this.#counters.retried++
-        }
+        this.#backOff(group, batch, now)
       }
     }
     this.#schedule()
   }
 
-  // A result of Retry for some items: the others settle now, and those stay
-  // the group's batch, sent again after the backoff (nothing pushed after
-  // them goes first). Returns whether there was any.
+  // A result of Retry for some items: the others settle now, those are sent
+  // again after the backoff (#backOff). Returns whether there was any.
   #retryPart (group, batch, now, value) {
     const settled = takeRetries(group, batch, value)
     if (settled === null) return false
     this.#expireBatch(group, now)
-    if (group.batch !== null) {
-      batch.retryAt = now + backoffMs(this.#options, batch.attempt)
-      this.#counters.retried++
-    }
+    this.#backOff(group, batch, now)
     if (settled.done.length > 0) this.#settle(settled.done, settled.results)
     return true
+  }
+
+  // A batch to send again waits out its backoff: as the group's batch (so
+  // nothing pushed after it goes first), or set aside while the queue goes on.
+  #backOff (group, batch, now) {
+    if (group.batch === null) return
+    batch.retryAt = now + backoffMs(this.#options, batch.attempt)
+    this.#counters.retried++
+    if (this.#park) group.park(batch)
   }
 
   // Per record only what a caller sees: its promise resolved. The books,
@@ -455,8 +457,7 @@ class Batcher {
     if (this.#waiting.length > 0) this.#schedule()
   }
 
-  // Rejects what is past its deadline; the batch stays while in flight, so
-  // the group keeps one request at a time.
+  // Rejects what is past its deadline; a batch in flight stays (one at a time).
   #expireBatch (group, now) {
     const o = this.#options
     const expired = group.batch.dropExpired(now, o.deliveryTimeoutMs)
@@ -566,6 +567,7 @@ class Batcher {
         ? new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs)
         : new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs, { cause })
       if (group.batch !== null) this.#rejectRecords(group.batch.records, make, 'close')
+      for (const batch of group.parked ?? []) this.#rejectRecords(batch.records, make, 'close')
       this.#rejectRecords(group.takeAll(), make, 'close')
     }
     this.#rejectRecords(this.#waiting.takeAll(), () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')

@@ -39,7 +39,8 @@ function takeRetries (group, batch, value) {
     } else if (rec.state !== DONE) {
       keep.push(rec)
       bytes += rec.bytes
-      group.lastError = value[i].error
+      // One held back, not sent (no reason), keeps the last one's.
+      if (value[i].error !== undefined) group.lastError = value[i].error
     }
   }
   batch.records = keep

@@ -1,11 +1,12 @@
 'use strict'
 
-const { createBatcher, checkLimits, queueOptions, drainHooks, Retry } = require('../batch')
+const { createBatcher, createParkingBatcher, checkLimits, queueOptions, drainHooks, Retry } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer } = require('./kafkajs-patch')
-const { kOutcome, kPerRecord } = require('./send-messages')
+const { kOutcome, kPerRecord, kMuted } = require('./send-messages')
+const { Lanes } = require('./lanes')
 const { Item, settleAttempt, allSettled, fates } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
@@ -158,6 +159,7 @@ class WrappedProducer {
   // Messages the batcher counts as flushed that reject (Unwritten): stats()
   // counts them as rejected.
   #unwritten = 0
+  #lanes = new Lanes()
 
   constructor (producer, options, corrected) {
     this.#producer = producer
@@ -172,9 +174,11 @@ class WrappedProducer {
     // anything newer), and the idempotent producer's sequence numbers stay
     // valid: kafkajs rolls them back on a failed request, so a retry reuses
     // them and the broker drops a copy it already wrote.
+    // A batch to send again is set aside while the rest of the queue goes
+    // on, and each partition's order is kept by its lane (lanes.js).
     // Per call: each call its own group, sent at once, as many in flight as
     // the batcher allows (kafkajs itself bounds none).
-    this.#batcher = createBatcher({
+    this.#batcher = (this.#perCall ? createBatcher : createParkingBatcher)({
       ...queueOptions(options),
       name: 'kafka',
       send: (items) => this.#sendBatch(items),
@@ -413,26 +417,40 @@ class WrappedProducer {
   async #sendBatch (items) {
     this.#busy = true
     this.#kicked = false
+    let again = true
     try {
       const out = await this.#produce(items)
-      for (let i = 0; i < out.length; i++) if (out[i] instanceof Unwritten) this.#unwritten++
+      again = false
+      for (let i = 0; i < out.length; i++) {
+        if (out[i] instanceof Unwritten) this.#unwritten++
+        else if (out[i] instanceof Retry) again = true
+      }
       return out
     } finally {
       this.#busy = false
+      if (again && !this.#perCall) this.#lanes.join(items)
     }
   }
 
   async #produce (items) {
     // Messages by topic, in call order; a batch mostly has one topic.
     const byTopic = new Map()
+    const lanes = this.#lanes.size > 0 ? this.#lanes : null
     let lastTopic = null
     let list = null
     let retry = false
+    let held = false
     for (let i = 0; i < items.length; i++) {
       const item = items[i]
       if (item.written !== null || item.partition !== null) {
         retry = true
         if (item.written !== null) continue
+        // Behind another batch's records in its partition: not sent now.
+        if (lanes !== null && item.partition !== null && lanes.holds(item)) {
+          item.slot = -1
+          held = true
+          continue
+        }
       }
       if (item.topic !== lastTopic) {
         lastTopic = item.topic
@@ -441,8 +459,16 @@ class WrappedProducer {
           list = []
           // Each message its own caller's (send-messages.js).
           list[kPerRecord] = true
-          byTopic.set(lastTopic, list)
+          const muted = lanes?.mutedFor(lastTopic, item.token)
+          if (muted === true) list = null
+          else byTopic.set(lastTopic, list)
+          if (muted instanceof Set) list[kMuted] = muted
         }
+      }
+      if (list === null) {
+        item.slot = -1
+        held = true
+        continue
       }
       // A message the failed request assigned a partition goes to it again.
       item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
@@ -463,7 +489,7 @@ class WrappedProducer {
       // kafkajs refuses a send on a producer that is not connected before
       // anything goes out; retrying would only wait for deliveryTimeoutMs.
       if (error?.name === 'KafkaJSError' && error.message === 'The producer is disconnected') {
-        for (const item of items) if (item.written === null) item.sends--
+        for (const item of items) if (item.written === null && item.slot >= 0) item.sends--
         throw new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
       }
       const outcome = error?.[kOutcome]
@@ -476,10 +502,11 @@ class WrappedProducer {
       if (isRetriable(error) && items.some((item) => item.written !== null)) return fates(items, error)
       // A failure for good that settled some of the batch: those keep their
       // own fates, the others reject with it.
-      if (!isRetriable(error) && items.some((item) => item.written !== null)) {
+      // (What was held back, not in this request, goes again.)
+      if (!isRetriable(error) && (held || items.some((item) => item.written !== null))) {
         let unwritten = null
-        for (const item of items) if (item.written === null) item.written = unwritten ??= new Unwritten(error)
-        return fates(items)
+        for (const item of items) if (item.written === null && item.slot >= 0) item.written = unwritten ??= new Unwritten(error)
+        return fates(items, held ? undefined : error)
       }
       throw error
     }
@@ -492,6 +519,8 @@ class WrappedProducer {
       // Resolved, yet a partition not written (or a topic not known yet): it
       // goes again alone, as a retry, and the rest settles now.
       let error = outcome.retry ?? outcome.topics?.values().next().value
+      // Held back: the reason it waits stands.
+      if (held) return fates(items, error ?? undefined)
       if (error === null || error === undefined) {
         error = new Error('the produce response did not cover every partition of its request')
         error.retriable = true

@@ -41,12 +41,18 @@ const DUPLICATE_SEQUENCE_NUMBER = 46
 // the call resolves with the outcome (kOutcome) that says which. kafkajs's
 // own callers keep its all-or-nothing call.
 const kPerRecord = Symbol.for('io-hygiene.kafkajs.per-record.v1')
+// On such an array: a Set of the topic's partitions whose earlier records
+// wait to be sent again (the Java producer's muted partitions). A message the
+// partitioner puts in one is not sent: `assigned` says its partition, no
+// answer covers it, and it goes later, behind them.
+const kMuted = Symbol.for('io-hygiene.kafkajs.muted.v1')
 // A message's partition in kOutcome's `assigned` when it has none: the
 // partitioner named no partition of the topic, or threw (`thrown` has why).
 const NO_PARTITION = -1
 const PARTITIONER_THREW = -2
 
 const asIs = async (data) => data
+const NOTHING = new Map()
 
 // The topic's partitions by id: null for each the metadata has (its batch
 // once a message goes to it), 0 for an id it lacks. Ids are 0 to n - 1; one
@@ -145,6 +151,7 @@ function createSendMessagesFactory (dir) {
           throw new KafkaJSMetadataNotLoaded('Producing to topic without metadata')
         }
         const perRecord = messages[kPerRecord] === true
+        const muted = messages[kMuted]
         // Each partition of the metadata's batch by its id, in an array made
         // before the loop (filled: no hole reads through the prototype), so
         // that the loop around the partitioner does no lookup by key: the
@@ -174,8 +181,9 @@ function createSendMessagesFactory (dir) {
             partitions[i] = NO_PARTITION
             continue
           }
-          if (list === null) perPartition[partition] = list = []
           partitions[i] = partition
+          if (muted !== undefined && muted.has(partition)) continue
+          if (list === null) perPartition[partition] = list = []
           position[i] = list.length
           list.push(message)
         }
@@ -293,20 +301,26 @@ function createSendMessagesFactory (dir) {
       // and must retry others ends the call: its callers' fates are known
       // now, and the wrapper sends the rest again alone (`retry` says why).
       let retry = null
-      const outcome = () => call === null
-        ? null
-        : { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry }
+      const outcome = () => {
+        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry }
+        // An attempt that ended before any message had a partition sent
+        // nothing; the topics the cluster refused are known.
+        return perRecord && retry !== null ? { assigned: NOTHING, pending: NOTHING, entries: results, refused, topics: refusedTopics, retry, unsent: true } : null
+      }
       try {
         await retrier(async (bail, retryCount, retryTime) => {
-          await addTopics(topics, perRecord, refusedTopics)
+          if (!perRecord) await addTopics(topics, perRecord, refusedTopics)
           let failure = null
           let uncovered = null
-          const settledBefore = results.length + refused.size
+          // wrapProducer()'s calls are one attempt each: its batcher sends
+          // what is left again after a backoff, while the rest of its queue
+          // goes on (kafkajs's retries here would hold the whole producer).
           const later = (e) => {
-            if (!perRecord || results.length + refused.size === settledBefore) throw e
+            if (!perRecord) throw e
             retry = e
           }
           try {
+            if (perRecord) await addTopics(topics, perRecord, refusedTopics)
             call ??= await assign(topicMessages, refusedTopics)
             const { pending } = call
             const { perNode, leaderless } = perLeader(pending)
@@ -418,4 +432,4 @@ function unpoisoned (eosManager, dir) {
   return guarded
 }
 
-module.exports = { createSendMessagesFactory, unpoisoned, kOutcome, kPerRecord, NO_PARTITION, PARTITIONER_THREW }
+module.exports = { createSendMessagesFactory, unpoisoned, kOutcome, kPerRecord, kMuted, NO_PARTITION, PARTITIONER_THREW }
