@@ -77,7 +77,7 @@ function fates (items, error) {
 // (its topic, its partition, its partitioner), or assigned a partition
 // still to write. Returns the messages to send again apart (the two halves
 // of each batch refused for a record), or null.
-function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent }, acks) {
+function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined }, acks) {
   const own = ownEntries(entries)
   let lastTopic = null
   let partitions
@@ -145,6 +145,8 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       item.written = NO_METADATA
     } else {
       item.partition = partition
+      // Answered "nothing appended": as good as not sent (writtenOf()).
+      if (declined?.has(key)) item.refusals++
     }
   }
   if (refusals === null) return null

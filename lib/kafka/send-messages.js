@@ -34,6 +34,10 @@ const RECORD_REFUSED = new Set(['INVALID_RECORD', 'MESSAGE_TOO_LARGE', 'INVALID_
 // The broker holds this batch already (a retry of one it wrote): written,
 // as the Java producer reads it.
 const DUPLICATE_SEQUENCE_NUMBER = 46
+// A partition's retriable answer that says the broker appended nothing
+// (unlike NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT): a message
+// only ever answered so was not written.
+const NOT_APPENDED = new Set(['NOT_ENOUGH_REPLICAS', 'NOT_LEADER_FOR_PARTITION', 'LEADER_NOT_AVAILABLE', 'UNKNOWN_TOPIC_OR_PARTITION', 'FENCED_LEADER_EPOCH', 'UNKNOWN_LEADER_EPOCH'])
 // On a messages array of wrapProducer()'s (one per topic of a request): each
 // message carries its own caller, so one message's fate is never the
 // call's. A topic the cluster refuses, a partitioner that throws, or a
@@ -236,10 +240,12 @@ function createSendMessagesFactory (dir) {
       await eosManager.acquireBrokerLock(broker)
       try {
         if (eosManager.isTransactional()) await eosManager.addPartitionsToTransaction(topicData)
+        let sent = 0
         for (const { topic, partitions } of topicData) {
           for (const entry of partitions) {
             entry.firstSequence = eosManager.getSequence(topic, entry.partition)
             eosManager.updateSequence(topic, entry.partition, entry.messages.length)
+            sent++
           }
         }
         let response
@@ -266,11 +272,13 @@ function createSendMessagesFactory (dir) {
           return
         }
         // Only what the response covers is done; the rest goes again.
+        let answered = 0
         for (const { topicName, partitions } of response.topics) {
           for (const answer of partitions) {
             const key = `${topicName}\0${answer.partition}`
             const entry = pending.get(key)
             if (entry === undefined) continue
+            answered++
             const code = answer.errorCode
             if (code === 0 || code === undefined || code === DUPLICATE_SEQUENCE_NUMBER) {
               pending.delete(key)
@@ -281,8 +289,19 @@ function createSendMessagesFactory (dir) {
             }
           }
         }
+        if (answered < sent) giveBackUnanswered(topicData, response, eosManager)
       } finally {
         await eosManager.releaseBrokerLock(broker)
+      }
+    }
+
+    // A partition the answer leaves out may have been written: its batch
+    // goes again with the same sequence numbers, as after no answer at all.
+    function giveBackUnanswered (topicData, response, eosManager) {
+      const answered = new Set()
+      for (const { topicName, partitions } of response.topics) for (const { partition } of partitions) answered.add(`${topicName}\0${partition}`)
+      for (const { topic, partitions } of topicData) {
+        for (const entry of partitions) if (!answered.has(`${topic}\0${entry.partition}`)) eosManager.updateSequence(topic, entry.partition, -entry.messages.length)
       }
     }
 
@@ -294,6 +313,8 @@ function createSendMessagesFactory (dir) {
       // error for its batch; topic -> the cluster's error for the topic.
       const refused = new Map()
       const refusedTopics = new Map()
+      // The keys the last attempt's answers refused with nothing appended.
+      const declined = new Set()
       const topics = topicMessages.map(({ topic }) => topic)
       let perRecord = false
       for (const { messages } of topicMessages) if (messages?.[kPerRecord] === true) perRecord = true
@@ -302,7 +323,7 @@ function createSendMessagesFactory (dir) {
       // now, and the wrapper sends the rest again alone (`retry` says why).
       let retry = null
       const outcome = () => {
-        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry }
+        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined }
         // An attempt that ended before any message had a partition sent
         // nothing; the topics the cluster refused are known.
         return perRecord && retry !== null ? { assigned: NOTHING, pending: NOTHING, entries: results, refused, topics: refusedTopics, retry, unsent: true } : null
@@ -312,6 +333,7 @@ function createSendMessagesFactory (dir) {
           if (!perRecord) await addTopics(topics, perRecord, refusedTopics)
           let failure = null
           let uncovered = null
+          declined.clear()
           // wrapProducer()'s calls are one attempt each: its batcher sends
           // what is left again after a backoff, while the rest of its queue
           // goes on (kafkajs's retries here would hold the whole producer).
@@ -347,6 +369,7 @@ function createSendMessagesFactory (dir) {
             for (const { key, error } of refusals) {
               if (SEQUENCE_LOST.has(error.type) || (error.retriable && !RECORD_REFUSED.has(error.type))) {
                 failure ??= error
+                if (NOT_APPENDED.has(error.type)) declined.add(key)
               } else {
                 pending.delete(key)
                 refused.set(key, error)
