@@ -77,7 +77,7 @@ function fates (items, error) {
 // (its topic, its partition, its partitioner), or assigned a partition
 // still to write. Returns the messages to send again apart (the two halves
 // of each batch refused for a record), or null.
-function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined }, acks) {
+function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate }, acks) {
   const own = ownEntries(entries)
   let lastTopic = null
   let partitions
@@ -103,7 +103,9 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       // A topic the cluster does not know may be one it is creating (auto-
       // creation answers so at first): asked again a few times, as kafkajs
       // retries it, before its callers are refused.
-      if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
+      // Unless the producer does not ask for it: then at the first answer
+      // (send-messages.js refuses only a topic it never had).
+      if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && autoCreate !== false && item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
       else item.written = new Unwritten(topicRefused, mayBeWritten(item))
       continue
     }

@@ -322,11 +322,15 @@ function createSendMessagesFactory (dir) {
       // and must retry others ends the call: its callers' fates are known
       // now, and the wrapper sends the rest again alone (`retry` says why).
       let retry = null
+      // Whether the producer asks the cluster to create a topic it does not
+      // know (kafkajs's allowAutoTopicCreation): if not, such a topic is
+      // refused at once.
+      const autoCreate = cluster.brokerPool?.seedBroker?.allowAutoTopicCreation !== false
       const outcome = () => {
-        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined }
+        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined, autoCreate }
         // An attempt that ended before any message had a partition sent
         // nothing; the topics the cluster refused are known.
-        return perRecord && retry !== null ? { assigned: NOTHING, pending: NOTHING, entries: results, refused, topics: refusedTopics, retry, unsent: true } : null
+        return perRecord && retry !== null ? { assigned: NOTHING, pending: NOTHING, entries: results, refused, topics: refusedTopics, retry, autoCreate, unsent: true } : null
       }
       try {
         await retrier(async (bail, retryCount, retryTime) => {
