@@ -180,3 +180,13 @@ t.test('a topic not known yet holds back only its own later sends, which go in s
   t.ok(values.indexOf('l-0') < values.indexOf('l-1'), 'in send order')
   await producer.disconnect()
 })
+
+t.test('disconnect() with a timeout rejects a batch set aside to retry, saying why it waited', async (t) => {
+  const s = scripted({ leaders: [1, 1], script: () => ({ errors: { 1: NOT_ENOUGH_REPLICAS } }) })
+  const producer = wrapped(s, { partitioner: byKey, wrap: { retryBackoffMs: 60_000, maxRetryBackoffMs: 60_000 } })
+  const stuck = producer.send({ topic: 't', messages: [{ key: '1', value: 'stuck' }] })
+  t.same(await partitionsOf(producer.send({ topic: 't', messages: [{ key: '0', value: 'ok' }] })), [0], 'the other partition is written meanwhile')
+  await t.rejects(producer.disconnect({ timeoutMs: 50 }), { code: 'ERR_IO_HYGIENE_TIMEOUT' })
+  await t.rejects(stuck, { code: 'ERR_IO_HYGIENE_TIMEOUT', written: false, cause: { type: 'NOT_ENOUGH_REPLICAS' } }, 'the stuck send, not written, with the broker\'s answer')
+  t.equal(producer.stats().queued + producer.stats().inFlight, 0, 'nothing left behind')
+})
