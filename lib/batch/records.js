@@ -130,10 +130,10 @@ class Group {
     return false
   }
 
-  // When a parked batch is next due later: a retry, or else a deadline.
+  // When a parked batch (there is one) is next due later: a retry, or else
+  // a deadline.
   parkedDueAt (now) {
     let next = Infinity
-    if (this.parked === null) return next
     for (const batch of this.parked) next = Math.min(next, batch.retryAt > now ? batch.retryAt : Infinity, batch.deadline)
     return next
   }

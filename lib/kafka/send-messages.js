@@ -107,20 +107,19 @@ function createSendMessagesFactory (dir) {
     // the producer has had metadata for is not refused: a node restarted a
     // moment ago can answer that it does not know it yet (kafkajs keeps its
     // targets when the answer refuses one), and the call is retried, as
-    // kafkajs retries it.
+    // kafkajs retries it. (A wrapped call is one attempt: nothing is refused
+    // yet when it asks.)
     async function addTopics (topics, perRecord, refusedTopics) {
       if (!perRecord) return cluster.addMultipleTargetTopics(topics)
-      const wanted = refusedTopics.size === 0 ? topics : topics.filter((topic) => !refusedTopics.has(topic))
-      if (wanted.length === 0) return
       try {
-        await cluster.addMultipleTargetTopics(wanted)
+        await cluster.addMultipleTargetTopics(topics)
       } catch (error) {
         if (!TOPIC_REFUSED.has(error?.type)) throw error
-        if (wanted.length === 1) {
-          refuseTopic(wanted[0], error, refusedTopics)
+        if (topics.length === 1) {
+          refuseTopic(topics[0], error, refusedTopics)
           return
         }
-        for (const topic of wanted) {
+        for (const topic of topics) {
           try {
             await cluster.addMultipleTargetTopics([topic])
           } catch (error) {
