@@ -13,7 +13,7 @@ const { waitSpec, itemSizeError, deliveryTimeoutError, queueFullError, isRetriab
 const { WAITING, QUEUED, BATCHED, DONE, capture, recordOf, settleAs, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
 const { drainHooks } = require('./drain-hooks')
-const { backoffMs, takeRetries } = require('./retry')
+const { takeRetries, nextTry } = require('./retry')
 const { WakeTimer } = require('./wake-timer')
 const { Report } = require('./report')
 
@@ -104,11 +104,9 @@ class Batcher {
     return promise
   }
 
-  // Items that stand or fall together (one caller's call): checked as one,
-  // refused as one, and admitted as one, so a call is never partly queued.
-  // With overflow "wait" they wait for room for all of them (a call larger
-  // than the whole queue can never have it: it streams through, item by
-  // item). One promise per item, as push() gives.
+  // One caller's call, checked, refused and admitted as one: never partly
+  // queued. With overflow "wait" it waits for room for all (one larger than
+  // the queue streams through). One promise per item, as push() gives.
   pushAll (items) {
     const o = this.#options
     const n = items.length
@@ -156,8 +154,7 @@ class Batcher {
     return this.#drain(timeoutMs, `${this.#what} flush()`, null)
   }
 
-  // flush() with nobody waiting: everything pushed so far is due now, and
-  // no waiter is kept (a sink that flushes every idle burst: lib/kafka).
+  // flush() with no waiter kept (a sink that flushes every idle burst).
   sendNow () {
     this.#flushUpTo = this.#seq
     if (this.#held === 0) return
@@ -237,9 +234,8 @@ class Batcher {
     this.#pump()
   }
 
-  // Everything that happens later happens here: expire, admit, send, re-arm.
-  // It looks only at groups that are due (the heap) or were touched, so its
-  // cost follows the work done, not the number of groups.
+  // Everything later happens here: expire, admit, send, re-arm, looking only
+  // at groups due (the heap) or touched: its cost follows the work done.
   #pump () {
     if (this.#disposed) return
     const o = this.#options
@@ -354,7 +350,7 @@ class Batcher {
     this.#batchesInFlight++
     let pending
     try {
-      pending = this.#options.send(items, { group: group.key, attempt: batch.attempt })
+      pending = this.#options.send(items, { group: group.key, attempt: batch.attempt }, this.#park ? batch : undefined)
     } catch (err) {
       pending = Promise.reject(err)
     }
@@ -408,24 +404,31 @@ class Batcher {
     this.#schedule()
   }
 
-  // A result of Retry for some items: the others settle now, those are sent
-  // again after the backoff (#backOff). Returns whether there was any.
+  // Retry results for some items: the others settle now (true if any).
   #retryPart (group, batch, now, value) {
     const settled = takeRetries(group, batch, value)
     if (settled === null) return false
     this.#expireBatch(group, now)
-    this.#backOff(group, batch, now)
+    this.#backOff(group, batch, now, settled.until)
     if (settled.done.length > 0) this.#settle(settled.done, settled.results)
     return true
   }
 
-  // A batch to send again waits out its backoff: as the group's batch (so
-  // nothing pushed after it goes first), or set aside while the queue goes on.
-  #backOff (group, batch, now) {
+  // A batch to send again waits as the group's batch (nothing pushed after it
+  // goes first), or set aside while the queue goes on (parking).
+  #backOff (group, batch, now, until = null) {
     if (group.batch === null) return
-    batch.retryAt = now + backoffMs(this.#options, batch.attempt)
-    this.#counters.retried++
+    if (nextTry(this.#options, batch, now, until)) this.#counters.retried++
     if (this.#park) group.park(batch)
+  }
+
+  // A batch its sink held back (send() is handed `batch`) may go now.
+  wake (batch) {
+    if (!batch.held || batch.inFlight || batch.group.removed) return
+    batch.held = false
+    batch.retryAt = 0
+    this.#touch(batch.group)
+    this.#schedule()
   }
 
   // Per record only what a caller sees: its promise resolved. The books,
@@ -457,7 +460,7 @@ class Batcher {
     if (this.#waiting.length > 0) this.#schedule()
   }
 
-  // Rejects what is past its deadline; a batch in flight stays (one at a time).
+  // Rejects what is past its deadline; a batch in flight stays.
   #expireBatch (group, now) {
     const o = this.#options
     const expired = group.batch.dropExpired(now, o.deliveryTimeoutMs)
@@ -474,8 +477,7 @@ class Batcher {
     }
   }
 
-  // A wait for room ends at maxQueueWaitMs or at the delivery deadline,
-  // whichever comes first.
+  // A wait for room ends at maxQueueWaitMs or the delivery deadline.
   #expireWaiting (now) {
     const o = this.#options
     const expired = this.#waiting.takeExpired(now, Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs))
@@ -491,8 +493,8 @@ class Batcher {
     return queueFullError(this.#what, this.#held, this.#heldBytes, this.#options, why)
   }
 
-  // A record leaves the books; flush() and close() waiters count it. Called
-  // after the caller's promise is settled, so a waiter never resolves first.
+  // A record leaves the books; flush() and close() waiters count it (after
+  // its caller's promise is settled: a waiter never resolves first).
   #release (rec) {
     if (rec.state === BATCHED) this.#batched--
     if (rec.state !== WAITING) {
@@ -580,8 +582,7 @@ class Batcher {
     offShutdown(this)
   }
 
-  // One timer for the earliest wake-up of any group, or the end of an
-  // overflow wait.
+  // One timer: the earliest group wake-up, or end of an overflow wait.
   #arm (now) {
     let next = this.#wake.size > 0 ? this.#wake.peek().dueAt : Infinity
     if (this.#waiting.length > 0) {

@@ -164,18 +164,20 @@ class Group {
       bytes += rec.bytes
     }
     this.bytes -= bytes
-    this.batch = new Batch(records, bytes, deliveryTimeoutMs)
+    this.batch = new Batch(records, bytes, deliveryTimeoutMs, this)
     return this.batch
   }
 }
 
 class Batch {
-  constructor (records, bytes, deliveryTimeoutMs) {
+  constructor (records, bytes, deliveryTimeoutMs, group) {
+    this.group = group
     this.records = records
     this.bytes = bytes
     this.attempt = 0
     this.inFlight = false
     this.retryAt = 0
+    this.held = false // waits for its sink's wake(), not a backoff
     this.deadline = records[0].at + deliveryTimeoutMs
   }
 

@@ -62,11 +62,12 @@ function allSettled (items) {
 }
 
 // Each message's own result; one not settled yet (when `error`, why) is
-// sent again alone.
-function fates (items, error) {
+// sent again alone: after a backoff, or when `until` says for a batch held
+// back behind another's records (lanes.js).
+function fates (items, error, until) {
   const out = new Array(items.length)
   let retry = null
-  for (let i = 0; i < items.length; i++) out[i] = items[i].written ?? (retry ??= new Retry(error))
+  for (let i = 0; i < items.length; i++) out[i] = items[i].written ?? (retry ??= new Retry(error, until))
   return out
 }
 
@@ -143,6 +144,7 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       // Its partition was muted: held back behind the records before it there.
       item.partition = partition
       item.refusals++
+      item.slot = -1
     } else if (acks === 0 && !pending.has(key)) {
       item.written = NO_METADATA
     } else {

@@ -124,6 +124,7 @@ class WrappedProducer {
   #busy = false // a request is in flight
   #kicked = false // a send found the producer idle and asked for a flush
   #maxBatchBytes
+  #deliveryTimeoutMs
   #lastTopic = null
   // A producer of a kafkajs not corrected (loaded before io-hygiene, a copy
   // it did not find, IO_HYGIENE_KAFKAJS=0): its retry can acknowledge the
@@ -142,6 +143,7 @@ class WrappedProducer {
     this.#producer = producer
     this.#perCall = !corrected
     this.#maxBatchBytes = options.maxBatchBytes
+    this.#deliveryTimeoutMs = options.deliveryTimeoutMs
     this.#idempotent = typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true
     this.events = producer.events
     this[kWrapped] = true
@@ -158,7 +160,7 @@ class WrappedProducer {
     this.#batcher = (this.#perCall ? createBatcher : createParkingBatcher)({
       ...queueOptions(options),
       name: 'kafka',
-      send: (items) => this.#sendBatch(items),
+      send: (items, meta, batch) => this.#sendBatch(items, batch),
       // Lingering applies to messages that arrive while a request is in
       // flight; one that arrives when nothing is in flight is sent at once
       // (see #enqueue), so an idle service pays no linger.
@@ -367,6 +369,12 @@ class WrappedProducer {
     throw rejection(failure, values.length > 0 ? true : written)
   }
 
+  #wake = (batch) => this.#batcher.wake(batch)
+
+  #heldUntil () {
+    return this.#lanes.heldUntil(this.#deliveryTimeoutMs)
+  }
+
   #unkick = () => {
     this.#kicked = false
   }
@@ -391,7 +399,7 @@ class WrappedProducer {
   // kafkajs says where each message went and what the broker answered for
   // its partition (kOutcome), and each caller resolves with its own
   // record's metadata or rejects for its own partition, topic or record.
-  async #sendBatch (items) {
+  async #sendBatch (items, batch) {
     this.#busy = true
     this.#kicked = false
     let again = true
@@ -405,7 +413,8 @@ class WrappedProducer {
       return out
     } finally {
       this.#busy = false
-      if (again && !this.#perCall) this.#lanes.join(items)
+      if (again && !this.#perCall) this.#lanes.join(items, batch)
+      if (this.#lanes.size > 0) this.#lanes.settled(items, batch, this.#wake)
     }
   }
 
@@ -413,6 +422,7 @@ class WrappedProducer {
     // Messages by topic, in call order; a batch mostly has one topic.
     const byTopic = new Map()
     const lanes = this.#lanes.size > 0 ? this.#lanes : null
+    lanes?.attempt()
     let lastTopic = null
     let list = null
     let retry = false
@@ -453,8 +463,8 @@ class WrappedProducer {
       item.slot = list.length
       list.push(item.sent)
     }
-    // Everything settled by an earlier request of this batch.
-    if (byTopic.size === 0) return fates(items)
+    // Everything settled by an earlier request of this batch, or held back.
+    if (byTopic.size === 0) return fates(items, undefined, held ? this.#heldUntil() : undefined)
     const { acks, timeout, compression } = items[0].request
     const request = { acks, topicMessages: Array.from(byTopic, ([topic, messages]) => ({ topic, messages })) }
     if (timeout !== undefined) request.timeout = timeout
@@ -483,7 +493,7 @@ class WrappedProducer {
       if (!isRetriable(error) && (held || items.some((item) => item.written !== null))) {
         let unwritten = null
         for (const item of items) if (item.written === null && item.slot >= 0) item.written = unwritten ??= new Unwritten(error)
-        return fates(items, held ? undefined : error)
+        return fates(items, undefined, held ? this.#heldUntil() : undefined)
       }
       throw error
     }
@@ -493,11 +503,14 @@ class WrappedProducer {
       const apart = settleAttempt(items, byTopic, outcome, acks)
       if (apart !== null) await this.#sendApart(apart)
       if (allSettled(items)) return fates(items)
+      // (Held back in its partition by kafkajs: kMuted.)
+      held ||= items.some((item) => item.written === null && item.slot < 0)
       // Resolved, yet a partition not written (or a topic not known yet): it
       // goes again alone, as a retry, and the rest settles now.
       let error = outcome.retry ?? outcome.topics?.values().next().value
-      // Held back: the reason it waits stands.
-      if (held) return fates(items, error ?? undefined)
+      // Held back: it goes when what holds it is done (or, with a failure of
+      // its own, after a backoff).
+      if (held) return fates(items, error ?? undefined, error == null ? this.#heldUntil() : undefined)
       if (error === null || error === undefined) {
         error = new Error('the produce response did not cover every partition of its request')
         error.retriable = true

@@ -58,6 +58,9 @@ class Lane {
 
 class Lanes {
   #lanes = new Map() // "topic\0partition" -> Lane
+  // The earliest push time of the records an attempt was held behind: their
+  // deadline is when it must look again, if nothing wakes it first.
+  #heldBehind = Infinity
 
   get size () {
     return this.#lanes.size
@@ -83,11 +86,8 @@ class Lanes {
   }
 
   // After an attempt: the batch's records still to send join their lanes
-  // (once each), all under the batch's one token.
-  join (items) {
-    let token = null
-    for (let i = 0; i < items.length && token === null; i++) token = items[i].token
-    token ??= {}
+  // (once each), under the batch's token (the batcher's own batch).
+  join (items, token) {
     for (let i = 0; i < items.length; i++) {
       const item = items[i]
       item.token = token
@@ -103,13 +103,47 @@ class Lanes {
     }
   }
 
+  // An attempt starts: nothing holds it back yet.
+  attempt () {
+    this.#heldBehind = Infinity
+  }
+
+  // When the attempt's held-back records go again at the latest: once what
+  // held them reaches its deadline (a wake() comes first when it is written).
+  heldUntil (deliveryTimeoutMs) {
+    return this.#heldBehind + deliveryTimeoutMs + 1
+  }
+
+  // After an attempt of batch `token`: the lanes its records were in whose
+  // first batch is now another (its records settled, or given a partition)
+  // wake that batch.
+  settled (items, token, wake) {
+    let keys = null
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i]
+      // In a lane, and out of it now: settled, or out of its topic's lane.
+      if (item.laned === 0 || (isLive(item) && (item.laned === 2 || item.partition === null))) continue
+      ;(keys ??= new Set()).add(`${item.topic}\0`)
+      if (item.partition !== null) keys.add(`${item.topic}\0${item.partition}`)
+    }
+    if (keys === null) return
+    for (const key of keys) {
+      const lane = this.#lanes.get(key)
+      const head = lane?.head() ?? null
+      if (head === null) this.#lanes.delete(key)
+      else if (head.token !== token) wake(head.token)
+    }
+  }
+
   // Whether the lane's first batch is another's.
   #behind (key, token) {
     const lane = this.#lanes.get(key)
     if (lane === undefined) return false
     const head = lane.head()
     if (head === null) this.#lanes.delete(key)
-    return head !== null && head.token !== token
+    if (head === null || head.token === token) return false
+    this.#heldBehind = Math.min(this.#heldBehind, head.items[head.at].at)
+    return true
   }
 }
 
