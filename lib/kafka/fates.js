@@ -35,6 +35,9 @@ class Item extends Pending {
     // attempt is one of those, a rejection can say it was not written.
     this.sends = 0
     this.refusals = 0
+    // Of those, the attempts that did not send it where it was to go (its
+    // partition muted, or it appended nothing there): it may go elsewhere.
+    this.declines = 0
     // Once a retry holds it (lanes.js): the same object for every message of
     // its batch, whose place in its partition's lane it keeps.
     this.token = null
@@ -144,13 +147,17 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       // Its partition was muted: held back behind the records before it there.
       item.partition = partition
       item.refusals++
+      item.declines++
       item.slot = -1
     } else if (acks === 0 && !pending.has(key)) {
       item.written = NO_METADATA
     } else {
       item.partition = partition
       // Answered "nothing appended": as good as not sent (writtenOf()).
-      if (declined?.has(key)) item.refusals++
+      if (declined?.has(key)) {
+        item.refusals++
+        item.declines++
+      }
     }
   }
   if (refusals === null) return null

@@ -432,6 +432,9 @@ class WrappedProducer {
       if (item.written !== null || item.partition !== null) {
         retry = true
         if (item.written !== null) continue
+        // One without a key or a partition of its own that no attempt may
+        // have written goes where the partitioner says now, as with kafkajs.
+        if (item.partition !== null && item.sends === item.declines && item.message.key == null && item.message.partition === undefined) this.#lanes.leave(item, this.#wake)
         // Behind another batch's records in its partition: not sent now.
         if (lanes !== null && item.partition !== null && lanes.holds(item)) {
           item.slot = -1

@@ -40,9 +40,10 @@ class Lane {
     return null
   }
 
-  // A topic's lane holds a record only until it has a partition.
+  // A lane holds a record while it is to go there (a topic's, until it has
+  // a partition).
   #holding (item) {
-    return isLive(item) && (this.partition === null ? item.partition === null : true)
+    return isLive(item) && item.partition === this.partition
   }
 
   add (item) {
@@ -133,6 +134,17 @@ class Lanes {
       if (head === null) this.#lanes.delete(key)
       else if (head.token !== token) wake(head.token)
     }
+  }
+
+  // A record that no attempt may have written leaves its partition, to be
+  // partitioned anew (as kafkajs does at each retry); the batch now first
+  // in that lane, if another's, is woken.
+  leave (item, wake) {
+    const key = `${item.topic}\0${item.partition}`
+    item.partition = null
+    item.laned = 0
+    const head = this.#lanes.get(key)?.head() ?? null
+    if (head !== null && head.token !== item.token) wake(head.token)
   }
 
   // Whether the lane's first batch is another's.
