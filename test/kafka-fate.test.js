@@ -157,6 +157,32 @@ t.test('a topic the cluster does not know fails only its own callers, well befor
   t.same(sorted(plain.records.good), sorted(wrapped.records.good), 'as plain kafkajs wrote them')
 })
 
+t.test('a topic the producer never knew, with auto-creation not asked, rejects at the cluster\'s first answer; plain kafkajs asks again until its retries run out', async (t) => {
+  const missing = `fate-never-${process.pid}`
+  const counts = {}
+  const outcomes = {}
+  // Both in the same run, at the same moment, with kafkajs's default retry.
+  await Promise.all(['plain', 'wrapped'].map(async (side) => {
+    const K = side === 'plain' ? Plain.Kafka : Kafka
+    const kafka = new K({ clientId: side, brokers: broker.brokers, logLevel: logLevel.NOTHING })
+    const raw = kafka.producer({ allowAutoTopicCreation: false })
+    await raw.connect()
+    let metadata = 0
+    raw.on(raw.events.REQUEST, ({ payload }) => { if (payload.apiName === 'Metadata') metadata++ })
+    const p = side === 'plain' ? raw : wrapProducer(raw, { flushOnSignals: false, deliveryTimeoutMs: 60_000 })
+    const before = metadata
+    outcomes[side] = await outcomeOf(p.send({ topic: missing, messages: [{ value: 'x' }] }))
+    counts[side] = metadata - before
+    await p.disconnect()
+  }))
+  t.equal(causeType(outcomes.plain.error), 'UNKNOWN_TOPIC_OR_PARTITION', 'plain kafkajs rejects')
+  t.match(outcomes.wrapped, { ok: false, error: { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', written: false, cause: { type: 'UNKNOWN_TOPIC_OR_PARTITION' } } }, 'the wrapper rejects, not written')
+  // One attempt: the Metadata request that refused the topic, and the refresh
+  // kafkajs makes before it partitions a call.
+  t.ok(counts.wrapped <= 2, `the wrapper made one attempt (${counts.wrapped} Metadata requests)`)
+  t.ok(counts.plain > counts.wrapped, `plain kafkajs asked ${counts.plain} times`)
+})
+
 t.test('a partition the topic does not have, or a partitioner that throws, fails only that caller, at once', async (t) => {
   // The partitioner: the partition a message names, none for key
   // "nowhere", an Error for key "boom", else by key.

@@ -13,7 +13,7 @@ const { waitSpec, itemSizeError, deliveryTimeoutError, queueFullError, isRetriab
 const { WAITING, QUEUED, BATCHED, DONE, capture, recordOf, settleAs, Group, RunClock } = require('./records')
 const { DrainWaiters, WaitingLine } = require('./waiters')
 const { drainHooks } = require('./drain-hooks')
-const { backoffMs, takeRetries } = require('./retry')
+const { takeRetries, nextTry } = require('./retry')
 const { WakeTimer } = require('./wake-timer')
 const { Report } = require('./report')
 
@@ -22,11 +22,11 @@ class Batcher {
   #what
   // A sink's own settling of each push() (not pushAll()): see createBatcher().
   #fate
+  #park // a batch waiting to retry is set aside (createParkingBatcher())
   #groups = new Map()
-  // What keeps every send, settle and timer tick from walking all groups:
-  // the groups touched since the last pump, the line of groups with a batch
-  // to send (in the order they became ready: round robin), and the heap of
-  // when each group is next due.
+  // So that no send, settle or tick walks all groups: the groups touched
+  // since the last pump, the line of groups with a batch to send (round
+  // robin), and the heap of when each group is next due.
   #dirty = []
   #ready = new Fifo()
   #wake = new IndexedHeap()
@@ -56,9 +56,10 @@ class Batcher {
 
   #report
 
-  constructor (options, fate = null) {
+  constructor (options, fate = null, park = false) {
     this.#options = options
     this.#fate = fate
+    this.#park = park
     this.#what = `batcher "${options.name}"`
     this.#report = new Report(options.name)
     if (options.flushOnSignals) onShutdown(this, drainHooks(this, options.shutdownTimeoutMs, (timeoutMs) => this.close({ timeoutMs })))
@@ -103,11 +104,9 @@ class Batcher {
     return promise
   }
 
-  // Items that stand or fall together (one caller's call): checked as one,
-  // refused as one, and admitted as one, so a call is never partly queued.
-  // With overflow "wait" they wait for room for all of them (a call larger
-  // than the whole queue can never have it: it streams through, item by
-  // item). One promise per item, as push() gives.
+  // One caller's call, checked, refused and admitted as one: never partly
+  // queued. With overflow "wait" it waits for room for all (one larger than
+  // the queue streams through). One promise per item, as push() gives.
   pushAll (items) {
     const o = this.#options
     const n = items.length
@@ -155,8 +154,7 @@ class Batcher {
     return this.#drain(timeoutMs, `${this.#what} flush()`, null)
   }
 
-  // flush() with nobody waiting: everything pushed so far is due now, and
-  // no waiter is kept (a sink that flushes every idle burst: lib/kafka).
+  // flush() with no waiter kept (a sink that flushes every idle burst).
   sendNow () {
     this.#flushUpTo = this.#seq
     if (this.#held === 0) return
@@ -236,9 +234,8 @@ class Batcher {
     this.#pump()
   }
 
-  // Everything that happens later happens here: expire, admit, send, re-arm.
-  // It looks only at groups that are due (the heap) or were touched, so its
-  // cost follows the work done, not the number of groups.
+  // Everything later happens here: expire, admit, send, re-arm, looking only
+  // at groups due (the heap) or touched: its cost follows the work done.
   #pump () {
     if (this.#disposed) return
     const o = this.#options
@@ -271,20 +268,20 @@ class Batcher {
       // A group in the line stays sendable: only this loop sends, and a
       // group whose items all expired meanwhile was removed.
       if (group.removed) continue
-      this.#send(group, group.batch ?? this.#cut(group))
+      this.#send(group, group.batch ?? group.unpark(now) ?? this.#cut(group))
       this.#rewake(group, now)
     }
     this.#arm(now)
   }
 
-  // Expires what is past its deadline, drops an empty group, puts a group
-  // with something to send in the ready line, and sets its next wake-up.
+  // Expires what is past its deadline, drops an empty group, lines up a
+  // group with something to send, and sets its next wake-up.
   #visit (group, now) {
     if (group.removed) return
     if (group.batch !== null && group.batch.deadline <= now) this.#expireBatch(group, now)
     this.#expireQueue(group, now)
     const batch = group.batch
-    if (batch === null && group.queue.length === 0) {
+    if (batch === null && group.queue.length === 0 && group.parked === null) {
       this.#groups.delete(group.key)
       this.#wake.remove(group)
       group.removed = true
@@ -292,7 +289,7 @@ class Batcher {
     }
     const ready = batch !== null
       ? !batch.inFlight && batch.retryAt <= now
-      : this.#isDue(group, now)
+      : group.parkedReady(now) || (group.queue.length > 0 && this.#isDue(group, now))
     if (ready && !group.ready) {
       group.ready = true
       this.#ready.push(group)
@@ -300,9 +297,8 @@ class Batcher {
     this.#rewake(group, now)
   }
 
-  // The earliest thing of this group that is due later: a linger, a retry,
-  // a deadline. Work that waits only for a free concurrency slot needs no
-  // wake-up: the end of a send pumps.
+  // The group's next linger, retry or deadline. Work that waits only for a
+  // free concurrency slot needs no wake-up: the end of a send pumps.
   #rewake (group, now) {
     const o = this.#options
     const batch = group.batch
@@ -315,6 +311,7 @@ class Batcher {
       next = head.at + o.lingerMs
     }
     if (head !== undefined && head.at + o.deliveryTimeoutMs < next) next = head.at + o.deliveryTimeoutMs
+    if (group.parked !== null) next = Math.min(next, group.parkedDueAt(now))
     if (next === Infinity) this.#wake.remove(group)
     else if (next !== group.dueAt) this.#wake.set(group, next)
   }
@@ -353,7 +350,7 @@ class Batcher {
     this.#batchesInFlight++
     let pending
     try {
-      pending = this.#options.send(items, { group: group.key, attempt: batch.attempt })
+      pending = this.#options.send(items, { group: group.key, attempt: batch.attempt }, this.#park ? batch : undefined)
     } catch (err) {
       pending = Promise.reject(err)
     }
@@ -364,7 +361,6 @@ class Batcher {
   }
 
   #onSent (group, batch, started, ok, value) {
-    const o = this.#options
     const now = performance.now()
     const records = batch.records
     this.#batchesInFlight--
@@ -402,28 +398,37 @@ class Batcher {
         group.batch = null
       } else {
         this.#expireBatch(group, now)
-        if (group.batch !== null) {
-          batch.retryAt = now + backoffMs(o, batch.attempt)
-          this.#counters.retried++
-        }
+        this.#backOff(group, batch, now)
       }
     }
     this.#schedule()
   }
 
-  // A result of Retry for some items: the others settle now, and those stay
-  // the group's batch, sent again after the backoff (nothing pushed after
-  // them goes first). Returns whether there was any.
+  // Retry results for some items: the others settle now (true if any).
   #retryPart (group, batch, now, value) {
     const settled = takeRetries(group, batch, value)
     if (settled === null) return false
     this.#expireBatch(group, now)
-    if (group.batch !== null) {
-      batch.retryAt = now + backoffMs(this.#options, batch.attempt)
-      this.#counters.retried++
-    }
+    this.#backOff(group, batch, now, settled.until)
     if (settled.done.length > 0) this.#settle(settled.done, settled.results)
     return true
+  }
+
+  // A batch to send again waits as the group's batch (nothing pushed after it
+  // goes first), or set aside while the queue goes on (parking).
+  #backOff (group, batch, now, until = null) {
+    if (group.batch === null) return
+    if (nextTry(this.#options, batch, now, until)) this.#counters.retried++
+    if (this.#park) group.park(batch)
+  }
+
+  // A batch its sink held back (send() is handed `batch`) may go now.
+  wake (batch) {
+    if (!batch.held || batch.inFlight || batch.group.removed) return
+    batch.held = false
+    batch.retryAt = 0
+    this.#touch(batch.group)
+    this.#schedule()
   }
 
   // Per record only what a caller sees: its promise resolved. The books,
@@ -455,8 +460,7 @@ class Batcher {
     if (this.#waiting.length > 0) this.#schedule()
   }
 
-  // Rejects what is past its deadline; the batch stays while in flight, so
-  // the group keeps one request at a time.
+  // Rejects what is past its deadline; a batch in flight stays.
   #expireBatch (group, now) {
     const o = this.#options
     const expired = group.batch.dropExpired(now, o.deliveryTimeoutMs)
@@ -473,8 +477,7 @@ class Batcher {
     }
   }
 
-  // A wait for room ends at maxQueueWaitMs or at the delivery deadline,
-  // whichever comes first.
+  // A wait for room ends at maxQueueWaitMs or the delivery deadline.
   #expireWaiting (now) {
     const o = this.#options
     const expired = this.#waiting.takeExpired(now, Math.min(o.maxQueueWaitMs, o.deliveryTimeoutMs))
@@ -490,8 +493,8 @@ class Batcher {
     return queueFullError(this.#what, this.#held, this.#heldBytes, this.#options, why)
   }
 
-  // A record leaves the books; flush() and close() waiters count it. Called
-  // after the caller's promise is settled, so a waiter never resolves first.
+  // A record leaves the books; flush() and close() waiters count it (after
+  // its caller's promise is settled: a waiter never resolves first).
   #release (rec) {
     if (rec.state === BATCHED) this.#batched--
     if (rec.state !== WAITING) {
@@ -566,6 +569,7 @@ class Batcher {
         ? new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs)
         : new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs, { cause })
       if (group.batch !== null) this.#rejectRecords(group.batch.records, make, 'close')
+      for (const batch of group.parked ?? []) this.#rejectRecords(batch.records, make, 'close')
       this.#rejectRecords(group.takeAll(), make, 'close')
     }
     this.#rejectRecords(this.#waiting.takeAll(), () => new ERR_IO_HYGIENE_TIMEOUT(what, timeoutMs), 'close')
@@ -578,8 +582,7 @@ class Batcher {
     offShutdown(this)
   }
 
-  // One timer for the earliest wake-up of any group, or the end of an
-  // overflow wait.
+  // One timer: the earliest group wake-up, or end of an overflow wait.
   #arm (now) {
     let next = this.#wake.size > 0 ? this.#wake.peek().dueAt : Infinity
     if (this.#waiting.length > 0) {

@@ -81,10 +81,14 @@ const { ERR_IO_HYGIENE_INVALID_OPTION, ERR_IO_HYGIENE_CONFLICTING_OPTIONS } = re
 const { spec, checkLimits, queueOptions } = require('./options')
 const { Batcher } = require('./batcher')
 const { Retry } = require('./retry')
-const { Pending } = require('./records')
+const { Pending, DONE } = require('./records')
 const { drainHooks } = require('./drain-hooks')
 
 function createBatcher (options, fate = null) {
+  return make(options, fate, false)
+}
+
+function make (options, fate, park) {
   const where = 'createBatcher()'
   const o = resolve(where, spec, options)
   if (o.send === null) throw new ERR_IO_HYGIENE_INVALID_OPTION(where, 'send', 'a function', undefined)
@@ -92,7 +96,14 @@ function createBatcher (options, fate = null) {
   if (o.concurrency > 1 && o.groupOf === null) {
     throw new ERR_IO_HYGIENE_CONFLICTING_OPTIONS(where, 'concurrency above 1 needs groupOf: one group never has two batches in flight, so that it keeps its order')
   }
-  return new Batcher(o, fate)
+  return new Batcher(o, fate, park)
 }
 
-module.exports = { spec, createBatcher, checkLimits, queueOptions, drainHooks, Retry, Pending }
+// Not public: for a sink that keeps its items' order itself (wrapProducer():
+// a partition's records), a batch waiting to retry is set aside, and the
+// group's queue goes on meanwhile.
+function createParkingBatcher (options, fate) {
+  return make(options, fate, true)
+}
+
+module.exports = { spec, createBatcher, createParkingBatcher, checkLimits, queueOptions, drainHooks, Retry, Pending, DONE }

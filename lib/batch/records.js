@@ -66,6 +66,9 @@ class Group {
     this.queue = new Fifo()
     this.bytes = 0
     this.batch = null // at most one: this is what keeps the group's order
+    // A parking batcher's batches waiting out a backoff, set aside so that
+    // the queue goes on (oldest first): null when none.
+    this.parked = null
     this.lastError = undefined // of its last send, the cause when its items expire
     this.dueAt = Infinity // when something of it is next due (linger, retry, deadline)
     this.heapIndex = -1 // its place in the batcher's wake-up heap, -1 when not in it
@@ -74,8 +77,8 @@ class Group {
     this.removed = false
   }
 
-  // Takes the queued records past their delivery deadline: the oldest, a
-  // prefix. Null when there are none.
+  // Takes the queued records past their delivery deadline (the oldest, a
+  // prefix), and the parked ones. Null when there are none.
   takeExpired (now, timeoutMs) {
     const queue = this.queue
     let expired = null
@@ -85,7 +88,7 @@ class Group {
       if (expired === null) expired = []
       expired.push(rec)
     }
-    return expired
+    return this.parked === null ? expired : this.#takeExpiredParked(now, timeoutMs, expired)
   }
 
   // Takes every queued record (a close() that ran out of time).
@@ -94,6 +97,58 @@ class Group {
     while (this.queue.length > 0) all.push(this.queue.shift())
     this.bytes = 0
     return all
+  }
+
+  // Sets the batch aside until its retryAt, in the order of its first push.
+  park (batch) {
+    this.batch = null
+    const parked = (this.parked ??= [])
+    let i = parked.length
+    while (i > 0 && parked[i - 1].records[0].seq > batch.records[0].seq) i--
+    parked.splice(i, 0, batch)
+  }
+
+  // The oldest parked batch whose backoff has run out, taken back as the
+  // group's batch; null when none.
+  unpark (now) {
+    const parked = this.parked
+    if (parked === null) return null
+    for (let i = 0; i < parked.length; i++) {
+      if (parked[i].retryAt > now) continue
+      this.batch = parked[i]
+      if (parked.length === 1) this.parked = null
+      else parked.splice(i, 1)
+      return this.batch
+    }
+    return null
+  }
+
+  // Whether a parked batch's backoff has run out.
+  parkedReady (now) {
+    if (this.parked === null) return false
+    for (const batch of this.parked) if (batch.retryAt <= now) return true
+    return false
+  }
+
+  // When a parked batch (there is one) is next due later: a retry, or else
+  // a deadline.
+  parkedDueAt (now) {
+    let next = Infinity
+    for (const batch of this.parked) next = Math.min(next, batch.retryAt > now ? batch.retryAt : Infinity, batch.deadline)
+    return next
+  }
+
+  // Adds the parked records past their deadline, dropping emptied batches.
+  #takeExpiredParked (now, timeoutMs, expired) {
+    let emptied = false
+    for (const batch of this.parked) {
+      if (batch.deadline > now) continue
+      for (const rec of batch.dropExpired(now, timeoutMs)) (expired ??= []).push(rec)
+      if (batch.records.length === 0) emptied = true
+    }
+    if (emptied) this.parked = this.parked.filter((batch) => batch.records.length > 0)
+    if (this.parked.length === 0) this.parked = null
+    return expired
   }
 
   // Cuts the next batch off the queue. Every item fits in a batch on its
@@ -109,18 +164,20 @@ class Group {
       bytes += rec.bytes
     }
     this.bytes -= bytes
-    this.batch = new Batch(records, bytes, deliveryTimeoutMs)
+    this.batch = new Batch(records, bytes, deliveryTimeoutMs, this)
     return this.batch
   }
 }
 
 class Batch {
-  constructor (records, bytes, deliveryTimeoutMs) {
+  constructor (records, bytes, deliveryTimeoutMs, group) {
+    this.group = group
     this.records = records
     this.bytes = bytes
     this.attempt = 0
     this.inFlight = false
     this.retryAt = 0
+    this.held = false // waits for its sink's wake(), not a backoff
     this.deadline = records[0].at + deliveryTimeoutMs
   }
 

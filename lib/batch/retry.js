@@ -6,10 +6,13 @@ const { DONE } = require('./records')
 
 // A sink's result for an item to send again (after the backoff, with the
 // others of its batch that got one), while the rest of the batch settles:
-// `error` is why, the cause of its deadline's rejection.
+// `error` is why, the cause of its deadline's rejection. `until`: held back
+// by the sink, not failed (a parking batcher's sink: lib/kafka/lanes.js),
+// sent again at that time (Infinity: when the sink wakes it) with no backoff.
 class Retry {
-  constructor (error) {
+  constructor (error, until) {
     this.error = error
+    this.until = until
   }
 }
 
@@ -21,7 +24,8 @@ function backoffMs (o, attempt) {
 
 // A result of Retry for some items: those not settled yet stay the group's
 // batch (the last one's error is the group's), the others are returned with
-// their results, to settle now. Null when there is no Retry.
+// their results, to settle now, and `until`, the earliest, when every Retry
+// is a hold (else null). Null when there is no Retry.
 function takeRetries (group, batch, value) {
   let again = 0
   for (let i = 0; i < value.length; i++) if (value[i] instanceof Retry) again++
@@ -31,6 +35,7 @@ function takeRetries (group, batch, value) {
   const results = []
   const keep = []
   let bytes = 0
+  let until = Infinity
   for (let i = 0; i < records.length; i++) {
     const rec = records[i]
     if (!(value[i] instanceof Retry)) {
@@ -39,12 +44,27 @@ function takeRetries (group, batch, value) {
     } else if (rec.state !== DONE) {
       keep.push(rec)
       bytes += rec.bytes
-      group.lastError = value[i].error
+      // One held back, not sent (no reason), keeps the last one's.
+      if (value[i].error !== undefined) group.lastError = value[i].error
+      until = value[i].until === undefined || until === null ? null : Math.min(until, value[i].until)
     }
   }
   batch.records = keep
   batch.bytes = bytes
-  return { done, results }
+  return { done, results, until }
 }
 
-module.exports = { Retry, backoffMs, takeRetries }
+// When a batch to send again goes: after its backoff (true: a retry), or,
+// held back by its sink, `until` then, with no attempt spent (false).
+function nextTry (o, batch, now, until) {
+  batch.held = until !== null
+  if (until === null) {
+    batch.retryAt = now + backoffMs(o, batch.attempt)
+    return true
+  }
+  batch.attempt--
+  batch.retryAt = until
+  return false
+}
+
+module.exports = { Retry, backoffMs, takeRetries, nextTry }

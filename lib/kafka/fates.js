@@ -4,7 +4,7 @@
 // (Item), and what an attempt's outcome (send-messages.js's kOutcome) says
 // of each. A batch carries callers; it never merges their fates.
 const { Retry, Pending } = require('../batch')
-const { NO_PARTITION, PARTITIONER_THREW } = require('./send-messages')
+const { NO_PARTITION, PARTITIONER_THREW, kMuted } = require('./send-messages')
 const { NO_METADATA, Unwritten, ownEntries, atPosition } = require('./outcomes')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, describe } = require('../core/errors')
 
@@ -35,6 +35,13 @@ class Item extends Pending {
     // attempt is one of those, a rejection can say it was not written.
     this.sends = 0
     this.refusals = 0
+    // Of those, the attempts that did not send it where it was to go (its
+    // partition muted, or it appended nothing there): it may go elsewhere.
+    this.declines = 0
+    // Once a retry holds it (lanes.js): the same object for every message of
+    // its batch, whose place in its partition's lane it keeps.
+    this.token = null
+    this.laned = 0 // the lanes it is in: lanes.js
   }
 }
 
@@ -58,11 +65,12 @@ function allSettled (items) {
 }
 
 // Each message's own result; one not settled yet (when `error`, why) is
-// sent again alone.
-function fates (items, error) {
+// sent again alone: after a backoff, or when `until` says for a batch held
+// back behind another's records (lanes.js).
+function fates (items, error, until) {
   const out = new Array(items.length)
   let retry = null
-  for (let i = 0; i < items.length; i++) out[i] = items[i].written ?? (retry ??= new Retry(error))
+  for (let i = 0; i < items.length; i++) out[i] = items[i].written ?? (retry ??= new Retry(error, until))
   return out
 }
 
@@ -73,20 +81,23 @@ function fates (items, error) {
 // (its topic, its partition, its partitioner), or assigned a partition
 // still to write. Returns the messages to send again apart (the two halves
 // of each batch refused for a record), or null.
-function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown }, acks) {
+function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate }, acks) {
   const own = ownEntries(entries)
   let lastTopic = null
   let partitions
   let places
   let topicEntries
   let topicRefused
+  let topicMuted
   let refusals = null // "topic\0partition" -> its refused messages
   for (let i = 0; i < items.length; i++) {
     const item = items[i]
-    if (item.written !== null) continue
+    // Settled, or held back (not in this attempt).
+    if (item.written !== null || item.slot < 0) continue
     if (item.topic !== lastTopic) {
       lastTopic = item.topic
       const messages = byTopic.get(lastTopic)
+      topicMuted = messages[kMuted]
       partitions = assigned.get(messages)
       places = positions?.get(messages)
       topicEntries = own.get(lastTopic)
@@ -96,12 +107,18 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       // A topic the cluster does not know may be one it is creating (auto-
       // creation answers so at first): asked again a few times, as kafkajs
       // retries it, before its callers are refused.
-      if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
+      // Unless the producer does not ask for it: then at the first answer
+      // (send-messages.js refuses only a topic it never had).
+      if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && autoCreate !== false && item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
       else item.written = new Unwritten(topicRefused, mayBeWritten(item))
       continue
     }
     const partition = partitions?.[item.slot]
-    if (partition === undefined) continue
+    if (partition === undefined) {
+      // This attempt ended before it gave the message a partition: not sent.
+      if (unsent === true) item.refusals++
+      continue
+    }
     if (partition === NO_PARTITION) {
       const named = item.message.partition
       item.written = new Unwritten(new ERR_IO_HYGIENE_INVALID_ARGUMENT('a kafka send()', named === undefined
@@ -126,10 +143,21 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       const list = refusals.get(key)
       if (list === undefined) refusals.set(key, [item])
       else list.push(item)
+    } else if (topicMuted?.has(partition) === true) {
+      // Its partition was muted: held back behind the records before it there.
+      item.partition = partition
+      item.refusals++
+      item.declines++
+      item.slot = -1
     } else if (acks === 0 && !pending.has(key)) {
       item.written = NO_METADATA
     } else {
       item.partition = partition
+      // Answered "nothing appended": as good as not sent (writtenOf()).
+      if (declined?.has(key)) {
+        item.refusals++
+        item.declines++
+      }
     }
   }
   if (refusals === null) return null

@@ -1,14 +1,15 @@
 'use strict'
 
-const { createBatcher, checkLimits, queueOptions, drainHooks, Retry } = require('../batch')
+const { createBatcher, createParkingBatcher, checkLimits, queueOptions, drainHooks, Retry } = require('../batch')
 const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer } = require('./kafkajs-patch')
-const { kOutcome, kPerRecord } = require('./send-messages')
+const { kOutcome, kPerRecord, kMuted } = require('./send-messages')
+const { Lanes } = require('./lanes')
 const { Item, settleAttempt, allSettled, fates } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
-const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
+const { copyMessage, Refused, refusal, isEncodingFailure, isBatchableTimestamp, compressedBound, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
 const { librdkafkaClientOf } = require('./librdkafka')
 const { isPlatformaticProducer, wrapPlatformatic } = require('./platformatic')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER, ERR_IO_HYGIENE_ITEM_TOO_LARGE, ERR_IO_HYGIENE_CLOSED, ERR_IO_HYGIENE_NOT_CONNECTED, ERR_IO_HYGIENE_TIMEOUT, describe } = require('../core/errors')
@@ -85,29 +86,6 @@ function requestGroup (acks, timeout, compression) {
   return { key: `${acks}|${timeout}|${compression}`, acks, timeout, compression }
 }
 
-// kafkajs writes each record's timestamp as its difference from the first of
-// its partition's batch (the smallest as text), computed in floating point:
-// exact only while every difference stays within 2^53. A timestamp within
-// 2^52 of 0 is exact beside any other such, and beside the request's "now";
-// one past it (2^60, nanoseconds, -2^61; copyMessage() keeps those past 2^53
-// as text) would shift its neighbours' timestamps: it fills a batch of its
-// own, where it is the first and its difference is 0, as kafkajs sends it
-// alone.
-const TIMESTAMP_BATCHABLE = 2 ** 52
-function isBatchableTimestamp (ts) {
-  return typeof ts === 'number' ? ts <= TIMESTAMP_BATCHABLE && ts >= -TIMESTAMP_BATCHABLE : ts === '0'
-}
-
-// A compressed batch's size is known only once compressed, and data that does
-// not compress grows: by at most a sixth and 32 bytes with Snappy, less with
-// GZIP, LZ4 and ZSTD. A message is sized as the most its records can take
-// compressed, so that a batch that fits uncompressed-worst-case fits the
-// broker; one near or past maxBatchBytes fills a batch alone, where the
-// broker sees exactly what kafkajs sends for it alone.
-function compressedBound (bytes) {
-  return bytes + Math.ceil(bytes / 6) + 64
-}
-
 // The batcher's bound on batches in flight: calls, for a producer sent per call.
 const MAX_CALLS_IN_FLIGHT = 1_000
 
@@ -146,6 +124,7 @@ class WrappedProducer {
   #busy = false // a request is in flight
   #kicked = false // a send found the producer idle and asked for a flush
   #maxBatchBytes
+  #deliveryTimeoutMs
   #lastTopic = null
   // A producer of a kafkajs not corrected (loaded before io-hygiene, a copy
   // it did not find, IO_HYGIENE_KAFKAJS=0): its retry can acknowledge the
@@ -158,11 +137,13 @@ class WrappedProducer {
   // Messages the batcher counts as flushed that reject (Unwritten): stats()
   // counts them as rejected.
   #unwritten = 0
+  #lanes = new Lanes()
 
   constructor (producer, options, corrected) {
     this.#producer = producer
     this.#perCall = !corrected
     this.#maxBatchBytes = options.maxBatchBytes
+    this.#deliveryTimeoutMs = options.deliveryTimeoutMs
     this.#idempotent = typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true
     this.events = producer.events
     this[kWrapped] = true
@@ -172,12 +153,14 @@ class WrappedProducer {
     // anything newer), and the idempotent producer's sequence numbers stay
     // valid: kafkajs rolls them back on a failed request, so a retry reuses
     // them and the broker drops a copy it already wrote.
+    // A batch to send again is set aside while the rest of the queue goes
+    // on, and each partition's order is kept by its lane (lanes.js).
     // Per call: each call its own group, sent at once, as many in flight as
     // the batcher allows (kafkajs itself bounds none).
-    this.#batcher = createBatcher({
+    this.#batcher = (this.#perCall ? createBatcher : createParkingBatcher)({
       ...queueOptions(options),
       name: 'kafka',
-      send: (items) => this.#sendBatch(items),
+      send: (items, meta, batch) => this.#sendBatch(items, batch),
       // Lingering applies to messages that arrive while a request is in
       // flight; one that arrives when nothing is in flight is sent at once
       // (see #enqueue), so an idle service pays no linger.
@@ -386,6 +369,12 @@ class WrappedProducer {
     throw rejection(failure, values.length > 0 ? true : written)
   }
 
+  #wake = (batch) => this.#batcher.wake(batch)
+
+  #heldUntil () {
+    return this.#lanes.heldUntil(this.#deliveryTimeoutMs)
+  }
+
   #unkick = () => {
     this.#kicked = false
   }
@@ -410,29 +399,48 @@ class WrappedProducer {
   // kafkajs says where each message went and what the broker answered for
   // its partition (kOutcome), and each caller resolves with its own
   // record's metadata or rejects for its own partition, topic or record.
-  async #sendBatch (items) {
+  async #sendBatch (items, batch) {
     this.#busy = true
     this.#kicked = false
+    let again = true
     try {
       const out = await this.#produce(items)
-      for (let i = 0; i < out.length; i++) if (out[i] instanceof Unwritten) this.#unwritten++
+      again = false
+      for (let i = 0; i < out.length; i++) {
+        if (out[i] instanceof Unwritten) this.#unwritten++
+        else if (out[i] instanceof Retry) again = true
+      }
       return out
     } finally {
       this.#busy = false
+      if (again && !this.#perCall) this.#lanes.join(items, batch)
+      if (this.#lanes.size > 0) this.#lanes.settled(items, batch, this.#wake)
     }
   }
 
   async #produce (items) {
     // Messages by topic, in call order; a batch mostly has one topic.
     const byTopic = new Map()
+    const lanes = this.#lanes.size > 0 ? this.#lanes : null
+    lanes?.attempt()
     let lastTopic = null
     let list = null
     let retry = false
+    let held = false
     for (let i = 0; i < items.length; i++) {
       const item = items[i]
       if (item.written !== null || item.partition !== null) {
         retry = true
         if (item.written !== null) continue
+        // One without a key or a partition of its own that no attempt may
+        // have written goes where the partitioner says now, as with kafkajs.
+        if (item.partition !== null && item.sends === item.declines && item.message.key == null && item.message.partition === undefined) this.#lanes.leave(item, this.#wake)
+        // Behind another batch's records in its partition: not sent now.
+        if (lanes !== null && item.partition !== null && lanes.holds(item)) {
+          item.slot = -1
+          held = true
+          continue
+        }
       }
       if (item.topic !== lastTopic) {
         lastTopic = item.topic
@@ -441,8 +449,16 @@ class WrappedProducer {
           list = []
           // Each message its own caller's (send-messages.js).
           list[kPerRecord] = true
-          byTopic.set(lastTopic, list)
+          const muted = lanes?.mutedFor(lastTopic, item.token)
+          if (muted === true) list = null
+          else byTopic.set(lastTopic, list)
+          if (muted instanceof Set) list[kMuted] = muted
         }
+      }
+      if (list === null) {
+        item.slot = -1
+        held = true
+        continue
       }
       // A message the failed request assigned a partition goes to it again.
       item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
@@ -450,8 +466,8 @@ class WrappedProducer {
       item.slot = list.length
       list.push(item.sent)
     }
-    // Everything settled by an earlier request of this batch.
-    if (byTopic.size === 0) return fates(items)
+    // Everything settled by an earlier request of this batch, or held back.
+    if (byTopic.size === 0) return fates(items, undefined, held ? this.#heldUntil() : undefined)
     const { acks, timeout, compression } = items[0].request
     const request = { acks, topicMessages: Array.from(byTopic, ([topic, messages]) => ({ topic, messages })) }
     if (timeout !== undefined) request.timeout = timeout
@@ -463,7 +479,7 @@ class WrappedProducer {
       // kafkajs refuses a send on a producer that is not connected before
       // anything goes out; retrying would only wait for deliveryTimeoutMs.
       if (error?.name === 'KafkaJSError' && error.message === 'The producer is disconnected') {
-        for (const item of items) if (item.written === null) item.sends--
+        for (const item of items) if (item.written === null && item.slot >= 0) item.sends--
         throw new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
       }
       const outcome = error?.[kOutcome]
@@ -476,10 +492,11 @@ class WrappedProducer {
       if (isRetriable(error) && items.some((item) => item.written !== null)) return fates(items, error)
       // A failure for good that settled some of the batch: those keep their
       // own fates, the others reject with it.
-      if (!isRetriable(error) && items.some((item) => item.written !== null)) {
+      // (What was held back, not in this request, goes again.)
+      if (!isRetriable(error) && (held || items.some((item) => item.written !== null))) {
         let unwritten = null
-        for (const item of items) if (item.written === null) item.written = unwritten ??= new Unwritten(error)
-        return fates(items)
+        for (const item of items) if (item.written === null && item.slot >= 0) item.written = unwritten ??= new Unwritten(error)
+        return fates(items, undefined, held ? this.#heldUntil() : undefined)
       }
       throw error
     }
@@ -489,9 +506,14 @@ class WrappedProducer {
       const apart = settleAttempt(items, byTopic, outcome, acks)
       if (apart !== null) await this.#sendApart(apart)
       if (allSettled(items)) return fates(items)
+      // (Held back in its partition by kafkajs: kMuted.)
+      held ||= items.some((item) => item.written === null && item.slot < 0)
       // Resolved, yet a partition not written (or a topic not known yet): it
       // goes again alone, as a retry, and the rest settles now.
       let error = outcome.retry ?? outcome.topics?.values().next().value
+      // Held back: it goes when what holds it is done (or, with a failure of
+      // its own, after a backoff).
+      if (held) return fates(items, error ?? undefined, error == null ? this.#heldUntil() : undefined)
       if (error === null || error === undefined) {
         error = new Error('the produce response did not cover every partition of its request')
         error.retriable = true

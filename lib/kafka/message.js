@@ -246,4 +246,27 @@ function refusal (refused, method, topic) {
     : new ERR_IO_HYGIENE_INVALID_ARGUMENT(method, detail, { cause: refused.cause })
 }
 
-module.exports = { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES }
+// kafkajs writes each record's timestamp as its difference from the first of
+// its partition's batch (the smallest as text), computed in floating point:
+// exact only while every difference stays within 2^53. A timestamp within
+// 2^52 of 0 is exact beside any other such, and beside the request's "now";
+// one past it (2^60, nanoseconds, -2^61; copyMessage() keeps those past 2^53
+// as text) would shift its neighbours' timestamps: it fills a batch of its
+// own, where it is the first and its difference is 0, as kafkajs sends it
+// alone.
+const TIMESTAMP_BATCHABLE = 2 ** 52
+function isBatchableTimestamp (ts) {
+  return typeof ts === 'number' ? ts <= TIMESTAMP_BATCHABLE && ts >= -TIMESTAMP_BATCHABLE : ts === '0'
+}
+
+// A compressed batch's size is known only once compressed, and data that does
+// not compress grows: by at most a sixth and 32 bytes with Snappy, less with
+// GZIP, LZ4 and ZSTD. A message is sized as the most its records can take
+// compressed, so that a batch that fits uncompressed-worst-case fits the
+// broker; one near or past maxBatchBytes fills a batch alone, where the
+// broker sees exactly what kafkajs sends for it alone.
+function compressedBound (bytes) {
+  return bytes + Math.ceil(bytes / 6) + 64
+}
+
+module.exports = { copyMessage, Refused, refusal, isEncodingFailure, isBatchableTimestamp, compressedBound, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES }

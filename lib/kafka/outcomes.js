@@ -48,12 +48,13 @@ function plus (offset, n) {
   return String(BigInt(offset) + BigInt(n))
 }
 
-// What a rejection says of a message: false when it provably reached no
-// broker (refused before it was queued, never handed to kafkajs, or refused
-// by kafkajs before anything went out), otherwise 'unknown': a request that
+// What a rejection says of a message: false when it provably was not written
+// (refused before it was queued, never handed to kafkajs, refused by kafkajs
+// before anything went out, or every attempt that carried it answered by a
+// broker that appended none of it), otherwise 'unknown': a request that
 // carried it may have been written before it failed.
 function writtenOf (item) {
-  return item.sends > 0 ? 'unknown' : false
+  return item.sends > item.refusals ? 'unknown' : false
 }
 
 // The error a caller sees: ours carry `written` themselves; a kafkajs error

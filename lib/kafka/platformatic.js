@@ -106,6 +106,7 @@ class Item {
     // retry of its batch, which then skips it.
     this.written = null
     this.sends = 0
+    this.refusals = 0 // of those sends, answered "nothing appended" (outcomes.js writtenOf)
   }
 }
 

@@ -34,6 +34,10 @@ const RECORD_REFUSED = new Set(['INVALID_RECORD', 'MESSAGE_TOO_LARGE', 'INVALID_
 // The broker holds this batch already (a retry of one it wrote): written,
 // as the Java producer reads it.
 const DUPLICATE_SEQUENCE_NUMBER = 46
+// A partition's retriable answer that says the broker appended nothing
+// (unlike NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT): a message
+// only ever answered so was not written.
+const NOT_APPENDED = new Set(['NOT_ENOUGH_REPLICAS', 'NOT_LEADER_FOR_PARTITION', 'LEADER_NOT_AVAILABLE', 'UNKNOWN_TOPIC_OR_PARTITION', 'FENCED_LEADER_EPOCH', 'UNKNOWN_LEADER_EPOCH'])
 // On a messages array of wrapProducer()'s (one per topic of a request): each
 // message carries its own caller, so one message's fate is never the
 // call's. A topic the cluster refuses, a partitioner that throws, or a
@@ -41,12 +45,18 @@ const DUPLICATE_SEQUENCE_NUMBER = 46
 // the call resolves with the outcome (kOutcome) that says which. kafkajs's
 // own callers keep its all-or-nothing call.
 const kPerRecord = Symbol.for('io-hygiene.kafkajs.per-record.v1')
+// On such an array: a Set of the topic's partitions whose earlier records
+// wait to be sent again (the Java producer's muted partitions). A message the
+// partitioner puts in one is not sent: `assigned` says its partition, no
+// answer covers it, and it goes later, behind them.
+const kMuted = Symbol.for('io-hygiene.kafkajs.muted.v1')
 // A message's partition in kOutcome's `assigned` when it has none: the
 // partitioner named no partition of the topic, or threw (`thrown` has why).
 const NO_PARTITION = -1
 const PARTITIONER_THREW = -2
 
 const asIs = async (data) => data
+const NOTHING = new Map()
 
 // The topic's partitions by id: null for each the metadata has (its batch
 // once a message goes to it), 0 for an id it lacks. Ids are 0 to n - 1; one
@@ -97,20 +107,19 @@ function createSendMessagesFactory (dir) {
     // the producer has had metadata for is not refused: a node restarted a
     // moment ago can answer that it does not know it yet (kafkajs keeps its
     // targets when the answer refuses one), and the call is retried, as
-    // kafkajs retries it.
+    // kafkajs retries it. (A wrapped call is one attempt: nothing is refused
+    // yet when it asks.)
     async function addTopics (topics, perRecord, refusedTopics) {
       if (!perRecord) return cluster.addMultipleTargetTopics(topics)
-      const wanted = refusedTopics.size === 0 ? topics : topics.filter((topic) => !refusedTopics.has(topic))
-      if (wanted.length === 0) return
       try {
-        await cluster.addMultipleTargetTopics(wanted)
+        await cluster.addMultipleTargetTopics(topics)
       } catch (error) {
         if (!TOPIC_REFUSED.has(error?.type)) throw error
-        if (wanted.length === 1) {
-          refuseTopic(wanted[0], error, refusedTopics)
+        if (topics.length === 1) {
+          refuseTopic(topics[0], error, refusedTopics)
           return
         }
-        for (const topic of wanted) {
+        for (const topic of topics) {
           try {
             await cluster.addMultipleTargetTopics([topic])
           } catch (error) {
@@ -145,6 +154,7 @@ function createSendMessagesFactory (dir) {
           throw new KafkaJSMetadataNotLoaded('Producing to topic without metadata')
         }
         const perRecord = messages[kPerRecord] === true
+        const muted = messages[kMuted]
         // Each partition of the metadata's batch by its id, in an array made
         // before the loop (filled: no hole reads through the prototype), so
         // that the loop around the partitioner does no lookup by key: the
@@ -174,8 +184,9 @@ function createSendMessagesFactory (dir) {
             partitions[i] = NO_PARTITION
             continue
           }
-          if (list === null) perPartition[partition] = list = []
           partitions[i] = partition
+          if (muted !== undefined && muted.has(partition)) continue
+          if (list === null) perPartition[partition] = list = []
           position[i] = list.length
           list.push(message)
         }
@@ -228,10 +239,12 @@ function createSendMessagesFactory (dir) {
       await eosManager.acquireBrokerLock(broker)
       try {
         if (eosManager.isTransactional()) await eosManager.addPartitionsToTransaction(topicData)
+        let sent = 0
         for (const { topic, partitions } of topicData) {
           for (const entry of partitions) {
             entry.firstSequence = eosManager.getSequence(topic, entry.partition)
             eosManager.updateSequence(topic, entry.partition, entry.messages.length)
+            sent++
           }
         }
         let response
@@ -258,11 +271,13 @@ function createSendMessagesFactory (dir) {
           return
         }
         // Only what the response covers is done; the rest goes again.
+        let answered = 0
         for (const { topicName, partitions } of response.topics) {
           for (const answer of partitions) {
             const key = `${topicName}\0${answer.partition}`
             const entry = pending.get(key)
             if (entry === undefined) continue
+            answered++
             const code = answer.errorCode
             if (code === 0 || code === undefined || code === DUPLICATE_SEQUENCE_NUMBER) {
               pending.delete(key)
@@ -273,8 +288,19 @@ function createSendMessagesFactory (dir) {
             }
           }
         }
+        if (answered < sent) giveBackUnanswered(topicData, response, eosManager)
       } finally {
         await eosManager.releaseBrokerLock(broker)
+      }
+    }
+
+    // A partition the answer leaves out may have been written: its batch
+    // goes again with the same sequence numbers, as after no answer at all.
+    function giveBackUnanswered (topicData, response, eosManager) {
+      const answered = new Set()
+      for (const { topicName, partitions } of response.topics) for (const { partition } of partitions) answered.add(`${topicName}\0${partition}`)
+      for (const { topic, partitions } of topicData) {
+        for (const entry of partitions) if (!answered.has(`${topic}\0${entry.partition}`)) eosManager.updateSequence(topic, entry.partition, -entry.messages.length)
       }
     }
 
@@ -286,6 +312,8 @@ function createSendMessagesFactory (dir) {
       // error for its batch; topic -> the cluster's error for the topic.
       const refused = new Map()
       const refusedTopics = new Map()
+      // The keys the last attempt's answers refused with nothing appended.
+      const declined = new Set()
       const topics = topicMessages.map(({ topic }) => topic)
       let perRecord = false
       for (const { messages } of topicMessages) if (messages?.[kPerRecord] === true) perRecord = true
@@ -293,20 +321,31 @@ function createSendMessagesFactory (dir) {
       // and must retry others ends the call: its callers' fates are known
       // now, and the wrapper sends the rest again alone (`retry` says why).
       let retry = null
-      const outcome = () => call === null
-        ? null
-        : { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry }
+      // Whether the producer asks the cluster to create a topic it does not
+      // know (kafkajs's allowAutoTopicCreation): if not, such a topic is
+      // refused at once.
+      const autoCreate = cluster.brokerPool?.seedBroker?.allowAutoTopicCreation !== false
+      const outcome = () => {
+        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined, autoCreate }
+        // An attempt that ended before any message had a partition sent
+        // nothing; the topics the cluster refused are known.
+        return perRecord && retry !== null ? { assigned: NOTHING, pending: NOTHING, entries: results, refused, topics: refusedTopics, retry, autoCreate, unsent: true } : null
+      }
       try {
         await retrier(async (bail, retryCount, retryTime) => {
-          await addTopics(topics, perRecord, refusedTopics)
+          if (!perRecord) await addTopics(topics, perRecord, refusedTopics)
           let failure = null
           let uncovered = null
-          const settledBefore = results.length + refused.size
+          declined.clear()
+          // wrapProducer()'s calls are one attempt each: its batcher sends
+          // what is left again after a backoff, while the rest of its queue
+          // goes on (kafkajs's retries here would hold the whole producer).
           const later = (e) => {
-            if (!perRecord || results.length + refused.size === settledBefore) throw e
+            if (!perRecord) throw e
             retry = e
           }
           try {
+            if (perRecord) await addTopics(topics, perRecord, refusedTopics)
             call ??= await assign(topicMessages, refusedTopics)
             const { pending } = call
             const { perNode, leaderless } = perLeader(pending)
@@ -333,6 +372,7 @@ function createSendMessagesFactory (dir) {
             for (const { key, error } of refusals) {
               if (SEQUENCE_LOST.has(error.type) || (error.retriable && !RECORD_REFUSED.has(error.type))) {
                 failure ??= error
+                if (NOT_APPENDED.has(error.type)) declined.add(key)
               } else {
                 pending.delete(key)
                 refused.set(key, error)
@@ -418,4 +458,4 @@ function unpoisoned (eosManager, dir) {
   return guarded
 }
 
-module.exports = { createSendMessagesFactory, unpoisoned, kOutcome, kPerRecord, NO_PARTITION, PARTITIONER_THREW }
+module.exports = { createSendMessagesFactory, unpoisoned, kOutcome, kPerRecord, kMuted, NO_PARTITION, PARTITIONER_THREW }
