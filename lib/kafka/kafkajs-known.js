@@ -1,21 +1,20 @@
 'use strict'
 
-// The other half of kafkajs-patch.js, loaded when something first reads a
-// file put in place (kafkajs's producer as it loads, kafkajsPatchStatus(),
-// anyone reading require.cache) or when wrapProducer() checks a producer,
-// never at start: whether the kafkajs found is exactly the one corrected,
-// and what replaces its files.
+// What kafkajs-patch.js needs only once something reads a file it put in
+// place (kafkajs's producer as it loads, kafkajsPatchStatus(), anyone reading
+// require.cache), never at start: whether the kafkajs found is exactly the
+// one corrected (each file's hash), and the linear grouping that replaces
+// one of its files.
 const fs = require('node:fs')
 const path = require('node:path')
-const { SEND_MESSAGES, GROUP_MESSAGES, MESSAGE_PRODUCER, RECORD, state, warnOnce, kafkajsPatchStatus, moduleAt, setExports, ownsExports, stillOurs } = require('./kafkajs-patch')
 
 // Each file's length and a 64-bit hash of its bytes (fingerprint() below).
 const KNOWN = {
-  [SEND_MESSAGES]: '6079:392d861f11a9e814',
-  [GROUP_MESSAGES]: '384:696e1499f2d86474',
-  [RECORD]: '1886:9217f0899f49cf7d',
+  'src/producer/sendMessages.js': '6079:392d861f11a9e814',
+  'src/producer/groupMessagesPerPartition.js': '384:696e1499f2d86474',
+  'src/protocol/recordBatch/record/v0/index.js': '1886:9217f0899f49cf7d',
   // How the three are called, and what a record is made of: read, not replaced.
-  [MESSAGE_PRODUCER]: '4189:a9f2a147f583a89d',
+  'src/producer/messageProducer.js': '4189:a9f2a147f583a89d',
   'src/producer/createTopicData.js': '308:0e3535b443d26241',
   'src/producer/responseSerializer.js': '148:a3ec1201a4fb5901',
   'src/protocol/requests/produce/v3/request.js': '3112:867b241a2fa82b16',
@@ -72,33 +71,6 @@ function isKnownKafkajs (dir) {
   }
 }
 
-// The check of the files putInPlace() put in require.cache (`placed`).
-// Known: the corrected exports, as plain data from then on. Any other
-// kafkajs: the entries leave require.cache, and each read loads the file
-// itself, so kafkajs runs as it ships.
-function check (s, placed) {
-  const { dir, entries } = placed
-  placed.known = isKnownKafkajs(dir)
-  if (placed.known) {
-    for (const entry of entries) {
-      if (ownsExports(entry)) entry.ours = setExports(entry.module, corrected(s, dir, entry.name))
-    }
-    s.status = 'patched'
-    return
-  }
-  for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
-  s.status = 'unknown-version'
-  warnOnce(s, `the kafkajs in ${dir} is not the kafkajs 2.2.x that io-hygiene corrects; it is left alone (its grouping can stall the event loop, its retry can acknowledge unwritten messages on a cluster)`)
-}
-
-// What replaces the file `name` of the kafkajs in `dir`. sendMessages loads
-// with kafkajs's producer, the record encoder with its produce request.
-function corrected (s, dir, name) {
-  if (name === SEND_MESSAGES) return remembering(s, require('./send-messages'), dir)
-  if (name === GROUP_MESSAGES) return groupMessagesPerPartition
-  return require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD)))
-}
-
 // The corrected sendMessages (send-messages.js), remembering each producer it
 // serves.
 function remembering (s, { createSendMessagesFactory, unpoisoned }, dir) {
@@ -109,45 +81,4 @@ function remembering (s, { createSendMessagesFactory, unpoisoned }, dir) {
   }
 }
 
-// wrapProducer()'s check: whether the producer was made by a corrected
-// kafkajs. One that was not keeps the retry that can acknowledge unwritten
-// messages of a call spanning brokers, so wrapProducer() never merges calls
-// for it; said once, unless the operator turned the patch off. An
-// idempotent one is refused: its sequence numbers can acknowledge a send
-// the broker dropped when leaders move, one call per request or not (on a
-// three-node cluster as often wrapped as plain), and a warning at start
-// would be followed by silent loss. Turned off on purpose, it is the
-// operator's choice.
-function checkProducer (producer, where) {
-  const s = state()
-  kafkajsPatchStatus()
-  let logger
-  try {
-    logger = producer.logger()
-  } catch {}
-  if (s.loggers.has(logger)) return true
-  if (s.status !== 'off' && typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true) {
-    // Loaded here: this file is read at every start, the errors only by a refusal.
-    const { ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER } = require('../core/errors')
-    throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, 'an idempotent producer of a kafkajs that io-hygiene has not corrected', `(loaded before install(), a copy it did not find, or not the kafkajs 2.2.x it corrects: ${s.status}) is refused: kafkajs's idempotent retry can acknowledge messages that were never written when partition leaders move. Load io-hygiene first: start node with -r io-hygiene/register (or --import io-hygiene/register), or call install() before kafkajs is first required (or set IO_HYGIENE_KAFKAJS=0 to keep kafkajs's own behaviour on purpose)`)
-  }
-  if (s.status !== 'off') warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): it sends each call as kafkajs does, in a request of its own, without batching. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
-  return false
-}
-
-// kafkajs's own export of a file whose require.cache entry is ours, loaded
-// beside it at its first call (the record encoder hands it what it does not
-// take, which most services never send).
-function originalOf (filename) {
-  let exports = null
-  return (...args) => {
-    if (exports === null) {
-      const m = moduleAt(filename)
-      m._compile(fs.readFileSync(filename, 'utf8'), filename)
-      exports = m.exports
-    }
-    return exports(...args)
-  }
-}
-
-module.exports = { check, checkProducer, groupMessagesPerPartition, KNOWN }
+module.exports = { groupMessagesPerPartition, isKnownKafkajs, remembering, KNOWN }

@@ -157,15 +157,15 @@ function installAt (s, dir) {
 // something first reads an entry's exports: kafkajs's producer as it loads,
 // anyone else reading require.cache, or kafkajsPatchStatus(). Node's CommonJS
 // loader (22, 24 and 26) returns a loaded cached module's `exports`, so an
-// accessor there runs exactly then. The check and the corrected exports are
-// in kafkajs-known.js, which loads only then.
+// accessor there runs exactly then (checkPlaced()). The hashes and the
+// grouping are in kafkajs-known.js, which loads only then.
 function putInPlace (s, dir) {
   // known: null until checked.
   const placed = { dir, known: null, entries: [SEND_MESSAGES, GROUP_MESSAGES, RECORD].map((name) => ({ name, filename: path.join(dir, name) })) }
   const check = () => {
     if (placed.known !== null) return
     if (s.pending === check) s.pending = null
-    require('./kafkajs-known').check(s, placed)
+    checkPlaced(s, placed)
   }
   for (const entry of placed.entries) {
     const m = moduleAt(entry.filename)
@@ -206,6 +206,34 @@ function putInPlace (s, dir) {
   }
 }
 
+// The check of the files putInPlace() put in require.cache (`placed`), run
+// at the first read of one. Known: the corrected exports, as plain data from then on. Any other
+// kafkajs: the entries leave require.cache, and each read loads the file
+// itself, so kafkajs runs as it ships.
+function checkPlaced (s, placed) {
+  const { dir, entries } = placed
+  placed.known = require('./kafkajs-known').isKnownKafkajs(dir)
+  if (placed.known) {
+    for (const entry of entries) {
+      if (ownsExports(entry)) entry.ours = setExports(entry.module, corrected(s, dir, entry.name))
+    }
+    s.status = 'patched'
+    return
+  }
+  for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
+  s.status = 'unknown-version'
+  warnOnce(s, `the kafkajs in ${dir} is not the kafkajs 2.2.x that io-hygiene corrects; it is left alone (its grouping can stall the event loop, its retry can acknowledge unwritten messages on a cluster)`)
+}
+
+// What replaces the file `name` of the kafkajs in `dir`. sendMessages loads
+// with kafkajs's producer, the record encoder with its produce request.
+function corrected (s, dir, name) {
+  const known = require('./kafkajs-known')
+  if (name === SEND_MESSAGES) return known.remembering(s, require('./send-messages'), dir)
+  if (name === GROUP_MESSAGES) return known.groupMessagesPerPartition
+  return require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD)))
+}
+
 // Whether an entry's exports, and its place in require.cache, are still
 // ours (the getter put there, or the corrected exports that replaced it):
 // read without running the check.
@@ -216,6 +244,47 @@ function stillOurs (entry) {
 function ownsExports ({ module, ours }) {
   const { get, value } = Object.getOwnPropertyDescriptor(module, 'exports')
   return (get ?? value) === ours
+}
+
+// wrapProducer()'s check: whether the producer was made by a corrected
+// kafkajs. One that was not keeps the retry that can acknowledge unwritten
+// messages of a call spanning brokers, so wrapProducer() never merges calls
+// for it; said once, unless the operator turned the patch off. An
+// idempotent one is refused: its sequence numbers can acknowledge a send
+// the broker dropped when leaders move, one call per request or not (on a
+// three-node cluster as often wrapped as plain), and a warning at start
+// would be followed by silent loss. Turned off on purpose, it is the
+// operator's choice.
+function checkProducer (producer, where) {
+  const s = state()
+  kafkajsPatchStatus()
+  let logger
+  try {
+    logger = producer.logger()
+  } catch {}
+  if (s.loggers.has(logger)) return true
+  if (s.status !== 'off' && typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true) {
+    // Loaded here: this file is read at every start, the errors only by a refusal.
+    const { ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER } = require('../core/errors')
+    throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, 'an idempotent producer of a kafkajs that io-hygiene has not corrected', `(loaded before install(), a copy it did not find, or not the kafkajs 2.2.x it corrects: ${s.status}) is refused: kafkajs's idempotent retry can acknowledge messages that were never written when partition leaders move. Load io-hygiene first: start node with -r io-hygiene/register (or --import io-hygiene/register), or call install() before kafkajs is first required (or set IO_HYGIENE_KAFKAJS=0 to keep kafkajs's own behaviour on purpose)`)
+  }
+  if (s.status !== 'off') warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): it sends each call as kafkajs does, in a request of its own, without batching. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
+  return false
+}
+
+// kafkajs's own export of a file whose require.cache entry is ours, loaded
+// beside it at its first call (the record encoder hands it what it does not
+// take, which most services never send).
+function originalOf (filename) {
+  let exports = null
+  return (...args) => {
+    if (exports === null) {
+      const m = moduleAt(filename)
+      m._compile(require('node:fs').readFileSync(filename, 'utf8'), filename)
+      exports = m.exports
+    }
+    return exports(...args)
+  }
 }
 
 // A module for `filename` that requires relative to it, as Node's loader makes.
@@ -269,15 +338,5 @@ module.exports = {
   ensureKafkajsPatch,
   turnOffKafkajsPatch,
   kafkajsPatchStatus,
-  // For kafkajs-known.js.
-  state,
-  warnOnce,
-  moduleAt,
-  setExports,
-  ownsExports,
-  stillOurs,
-  SEND_MESSAGES,
-  GROUP_MESSAGES,
-  MESSAGE_PRODUCER,
-  RECORD,
+  checkProducer,
 }
