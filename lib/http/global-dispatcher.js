@@ -19,7 +19,8 @@
 // there; a slot nobody read is left empty, as it was.
 //
 // `g`, installHttp()'s state:
-// - resolved: the http options; stats: the counters, made at first need;
+// - resolved: the http options (or a function that gives them); stats: the
+//   counters, made at first need;
 // - built: { agent, dispatcher, values: { [slot]: ours }, previous: { [slot]: theirs }, composed };
 // - lost: another dispatcher holds a slot, we could not take it;
 // - getters: slot -> our getter, while in place;
@@ -28,7 +29,13 @@
 // - read: the slots a copy of undici read through our getter;
 // - aside: undici 8 keeps its own dispatcher aside (see read());
 // - undone: after uninstall(), not being global is no news.
-const { slots, kCurrent, kLegacy, NOT_GLOBAL } = require('./index')
+
+// undici's slots, as index.js names them (registered symbols: the same
+// wherever they are written).
+const kCurrent = Symbol.for('undici.globalDispatcher.2')
+const kLegacy = Symbol.for('undici.globalDispatcher.1')
+const slots = [kCurrent, kLegacy]
+const NOT_GLOBAL = 'IO_HYGIENE_HTTP_NOT_GLOBAL'
 
 // What a copy of undici that found the slot it reads empty sets: undici 8
 // reads the current slot and sets both; undici 7 (Node 24's fetch) reads the
@@ -69,6 +76,7 @@ function snapshot (stats, composed) {
 
 function build (g) {
   const undici = require('./undici')
+  if (typeof g.resolved === 'function') g.resolved = g.resolved()
   const { resolved, getters } = g
   // What uninstall() puts back. An empty slot gets what undici would have
   // put there, a default Agent: Node's fetch may have read ours already.
