@@ -18,7 +18,7 @@ function layerOf (rel) {
   if (rel.startsWith('lib/metrics/')) return ['metrics', 'metrics']
   const m = /^lib\/([a-z]+)(?:\/|\.js$)/.exec(rel)
   if (m !== null && FEATURES.includes(m[1])) return ['feature', m[1]]
-  if (rel === 'lib/install.js' || rel === 'lib/env.js') return ['install', rel]
+  if (rel === 'lib/install.js' || rel === 'lib/install-options.js' || rel === 'lib/env.js') return ['install', rel]
   if (rel === 'index.js' || rel === 'register.js' || rel === 'register') return ['entry', rel]
   return null
 }
