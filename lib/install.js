@@ -1,7 +1,6 @@
 'use strict'
 
-const { getSlot, setSlot, deleteSlot } = require('./core/global-slot')
-const { mayMentionUs } = require('./core/env-names')
+const { getSlot, setSlot, deleteSlot, mayMentionUs } = require('./core/global-slot')
 // Validation (and the comparison a second install() makes) loads when there
 // is something to check: install() with no options and no IO_HYGIENE_*
 // variable takes each module's defaults, resolved when first read (see

@@ -161,7 +161,7 @@ t.test('a second copy of io-hygiene sees the first one', async (t) => {
   for (const [k, v] of saved) require.cache[k] = v
   t.not(second, ioHygiene, 'a separate copy')
   t.equal(second.installed(), first, 'it finds the installed handle')
-  const { originalOf } = require('../lib/core/patch')
+  const { originalOf } = require('../lib/core/global-slot')
   t.equal(originalOf(dns.lookup), originalLookup)
 })
 
@@ -524,7 +524,7 @@ t.test('install() and -r io-hygiene/register load exactly the start-up files', a
   // The dns cache (lib/dns/cache.js, lib/dns/lookup.js) loads at the first
   // lookup; lib/core/timers.js with the first feature that waits (the real
   // timers are read by lib/core/global-slot.js).
-  const features = ['lib/install.js', 'lib/core/global-slot.js', 'lib/core/env-names.js', 'lib/core/patch.js',
+  const features = ['lib/install.js', 'lib/core/global-slot.js',
     'lib/kafka/kafkajs-patch.js', 'lib/dns/index.js', 'lib/http/index.js']
   // Our own files in require.cache, after `first` has run.
   const listing = (first) => `

@@ -4,10 +4,9 @@
 // dns.promises.lookup, and the patch that puts it there (its options are in
 // options.js, which install() with the defaults never loads).
 
-const { getSlot, setLazySlot, deleteSlot } = require('../core/global-slot')
+const { getSlot, setLazySlot, deleteSlot, wrap, originalOf } = require('../core/global-slot')
 const dns = require('node:dns')
 const { syncBuiltinESMExports } = require('node:module')
-const { wrap, originalOf } = require('../core/patch')
 
 function createDnsCache (options) {
   const where = 'createDnsCache()'

@@ -31,10 +31,9 @@
 // working directory at once, and for any other when its producer's file is
 // first compiled (a wrapper of the loader's '.js' compile, which sees each
 // file once, not each require). No hook on resolution.
-const { sharedSlot } = require('../core/global-slot')
+const { sharedSlot, wrap } = require('../core/global-slot')
 const Module = require('node:module')
 const path = require('node:path')
-const { wrap } = require('../core/patch')
 
 // The files put in place (sendMessages, the grouping, the record) and the
 // producer that requires them; kafkajs-known.js holds each known file's hash.
