@@ -2,10 +2,11 @@
 
 // What kafkajs-patch.js needs only once something reads a file it put in
 // place (kafkajs's producer as it loads, kafkajsPatchStatus(), anyone reading
-// require.cache), never at start: whether the kafkajs found is exactly the
-// one corrected (each file's hash), and the linear grouping that replaces
-// one of its files.
+// require.cache) or wrapProducer() checks a producer, never at start: whether
+// the kafkajs found is exactly the one corrected (each file's hash), what
+// replaces its files, and the warnings. Its state (`s`) is kafkajs-patch.js's.
 const fs = require('node:fs')
+const Module = require('node:module')
 const path = require('node:path')
 
 // Each file's length and a 64-bit hash of its bytes (fingerprint() below).
@@ -81,4 +82,97 @@ function remembering (s, { createSendMessagesFactory, unpoisoned }, dir) {
   }
 }
 
-module.exports = { groupMessagesPerPartition, isKnownKafkajs, remembering, KNOWN }
+function warnOnce (s, message) {
+  if (s.warned) return
+  s.warned = true
+  process.emitWarning(message, { code: 'IO_HYGIENE_KAFKAJS_NOT_PATCHED', type: 'IoHygieneWarning' })
+}
+
+// The check of the files putInPlace() put in require.cache (`placed`), run
+// at the first read of one. Known: the corrected exports, as plain data from
+// then on. Any other kafkajs: the entries leave require.cache, and each read
+// loads the file itself, so kafkajs runs as it ships.
+function checkPlaced (s, placed) {
+  const { dir, entries } = placed
+  placed.known = isKnownKafkajs(dir)
+  if (placed.known) {
+    for (const entry of entries) {
+      if (ownsExports(entry)) entry.ours = setExports(entry.module, corrected(s, dir, entry.name))
+    }
+    s.status = 'patched'
+    return
+  }
+  for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
+  s.status = 'unknown-version'
+  warnOnce(s, `the kafkajs in ${dir} is not the kafkajs 2.2.x that io-hygiene corrects; it is left alone (its grouping can stall the event loop, its retry can acknowledge unwritten messages on a cluster)`)
+}
+
+// What replaces the file `name` of the kafkajs in `dir`. sendMessages loads
+// with kafkajs's producer, the record encoder with its produce request.
+function corrected (s, dir, name) {
+  if (name === 'src/producer/sendMessages.js') return remembering(s, require('./send-messages'), dir)
+  if (name === 'src/producer/groupMessagesPerPartition.js') return groupMessagesPerPartition
+  return require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, name)))
+}
+
+// Whether an entry's exports, and its place in require.cache, are still
+// ours (the getter put there, or the corrected exports that replaced it):
+// read without running the check.
+function stillOurs (entry) {
+  return require.cache[entry.filename] === entry.module && ownsExports(entry)
+}
+
+function ownsExports ({ module, ours }) {
+  const { get, value } = Object.getOwnPropertyDescriptor(module, 'exports')
+  return (get ?? value) === ours
+}
+
+// wrapProducer()'s check: whether the producer was made by a corrected
+// kafkajs. One that was not keeps the retry that can acknowledge unwritten
+// messages of a call spanning brokers, so wrapProducer() never merges calls
+// for it; said once, unless the operator turned the patch off. An
+// idempotent one is refused: its sequence numbers can acknowledge a send
+// the broker dropped when leaders move, one call per request or not (on a
+// three-node cluster as often wrapped as plain), and a warning at start
+// would be followed by silent loss. Turned off on purpose, it is the
+// operator's choice.
+function checkProducer (s, producer, where) {
+  let logger
+  try {
+    logger = producer.logger()
+  } catch {}
+  if (s.loggers.has(logger)) return true
+  if (s.status !== 'off' && typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true) {
+    // Loaded here: this file is read at every start, the errors only by a refusal.
+    const { ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER } = require('../core/errors')
+    throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, 'an idempotent producer of a kafkajs that io-hygiene has not corrected', `(loaded before install(), a copy it did not find, or not the kafkajs 2.2.x it corrects: ${s.status}) is refused: kafkajs's idempotent retry can acknowledge messages that were never written when partition leaders move. Load io-hygiene first: start node with -r io-hygiene/register (or --import io-hygiene/register), or call install() before kafkajs is first required (or set IO_HYGIENE_KAFKAJS=0 to keep kafkajs's own behaviour on purpose)`)
+  }
+  if (s.status !== 'off') warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): it sends each call as kafkajs does, in a request of its own, without batching. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
+  return false
+}
+
+// kafkajs's own export of a file whose require.cache entry is ours, loaded
+// beside it at its first call (the record encoder hands it what it does not
+// take, which most services never send).
+function originalOf (filename) {
+  let exports = null
+  return (...args) => {
+    if (exports === null) {
+      // A module that requires relative to the file, as Node's loader makes.
+      const m = new Module(filename, null)
+      m.filename = filename
+      m.paths = Module._nodeModulePaths(path.dirname(filename))
+      m._compile(require('node:fs').readFileSync(filename, 'utf8'), filename)
+      exports = m.exports
+    }
+    return exports(...args)
+  }
+}
+
+// A module's exports as the plain data property Node's loader makes.
+function setExports (m, value) {
+  Object.defineProperty(m, 'exports', { value, writable: true, enumerable: true, configurable: true })
+  return value
+}
+
+module.exports = { checkPlaced, checkProducer, warnOnce, setExports, stillOurs, groupMessagesPerPartition, KNOWN }

@@ -72,12 +72,6 @@ function findKafkajs () {
 // The undo of an install that changed nothing.
 function nothing () {}
 
-function warnOnce (s, message) {
-  if (s.warned) return
-  s.warned = true
-  process.emitWarning(message, { code: 'IO_HYGIENE_KAFKAJS_NOT_PATCHED', type: 'IoHygieneWarning' })
-}
-
 const PRODUCER_FILE = path.join('kafkajs', MESSAGE_PRODUCER)
 
 // The kafkajs whose producer is already loaded, if any (a scan of
@@ -145,7 +139,7 @@ function installAt (s, dir) {
   if (require.cache[path.join(dir, SEND_MESSAGES)]?.[kState] === true) return nothing
   if (require.cache[path.join(dir, MESSAGE_PRODUCER)] !== undefined) {
     s.status = 'loaded-too-early'
-    warnOnce(s, 'kafkajs was loaded before io-hygiene, so its producer keeps the grouping that stalls the event loop and the retry that can acknowledge unwritten messages on a cluster: call install() or start node with -r io-hygiene/register before kafkajs is required')
+    require('./kafkajs-known').warnOnce(s, 'kafkajs was loaded before io-hygiene, so its producer keeps the grouping that stalls the event loop and the retry that can acknowledge unwritten messages on a cluster: call install() or start node with -r io-hygiene/register before kafkajs is required')
     return nothing
   }
   return putInPlace(s, dir)
@@ -156,15 +150,16 @@ function installAt (s, dir) {
 // something first reads an entry's exports: kafkajs's producer as it loads,
 // anyone else reading require.cache, or kafkajsPatchStatus(). Node's CommonJS
 // loader (22, 24 and 26) returns a loaded cached module's `exports`, so an
-// accessor there runs exactly then (checkPlaced()). The hashes and the
-// grouping are in kafkajs-known.js, which loads only then.
+// accessor there runs exactly then: the check, the hashes and what replaces
+// the files are in kafkajs-known.js, which loads only then.
 function putInPlace (s, dir) {
   // known: null until checked.
   const placed = { dir, known: null, entries: [SEND_MESSAGES, GROUP_MESSAGES, RECORD].map((name) => ({ name, filename: path.join(dir, name) })) }
+  const known = () => require('./kafkajs-known')
   const check = () => {
     if (placed.known !== null) return
     if (s.pending === check) s.pending = null
-    checkPlaced(s, placed)
+    known().checkPlaced(s, placed)
   }
   for (const entry of placed.entries) {
     const m = moduleAt(entry.filename)
@@ -175,12 +170,12 @@ function putInPlace (s, dir) {
       check()
       // Known: check() has made the exports plain data.
       if (placed.known) return m.exports
-      return setExports(m, require(entry.filename))
+      return known().setExports(m, require(entry.filename))
     }
     Object.defineProperty(m, 'exports', {
       get: entry.ours,
       // Whoever assigns exports (a test's mock) replaces ours, as on any module.
-      set: (value) => setExports(m, value),
+      set: (value) => known().setExports(m, value),
       enumerable: true,
       configurable: true,
     })
@@ -200,89 +195,8 @@ function putInPlace (s, dir) {
       placed.known = false
       if (s.pending === check) s.pending = null
     }
-    for (const entry of placed.entries) if (stillOurs(entry)) delete require.cache[entry.filename]
+    for (const entry of placed.entries) if (known().stillOurs(entry)) delete require.cache[entry.filename]
     if (s.status === 'patched') s.status = 'not-installed'
-  }
-}
-
-// The check of the files putInPlace() put in require.cache (`placed`), run
-// at the first read of one. Known: the corrected exports, as plain data from then on. Any other
-// kafkajs: the entries leave require.cache, and each read loads the file
-// itself, so kafkajs runs as it ships.
-function checkPlaced (s, placed) {
-  const { dir, entries } = placed
-  placed.known = require('./kafkajs-known').isKnownKafkajs(dir)
-  if (placed.known) {
-    for (const entry of entries) {
-      if (ownsExports(entry)) entry.ours = setExports(entry.module, corrected(s, dir, entry.name))
-    }
-    s.status = 'patched'
-    return
-  }
-  for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
-  s.status = 'unknown-version'
-  warnOnce(s, `the kafkajs in ${dir} is not the kafkajs 2.2.x that io-hygiene corrects; it is left alone (its grouping can stall the event loop, its retry can acknowledge unwritten messages on a cluster)`)
-}
-
-// What replaces the file `name` of the kafkajs in `dir`. sendMessages loads
-// with kafkajs's producer, the record encoder with its produce request.
-function corrected (s, dir, name) {
-  const known = require('./kafkajs-known')
-  if (name === SEND_MESSAGES) return known.remembering(s, require('./send-messages'), dir)
-  if (name === GROUP_MESSAGES) return known.groupMessagesPerPartition
-  return require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD)))
-}
-
-// Whether an entry's exports, and its place in require.cache, are still
-// ours (the getter put there, or the corrected exports that replaced it):
-// read without running the check.
-function stillOurs (entry) {
-  return require.cache[entry.filename] === entry.module && ownsExports(entry)
-}
-
-function ownsExports ({ module, ours }) {
-  const { get, value } = Object.getOwnPropertyDescriptor(module, 'exports')
-  return (get ?? value) === ours
-}
-
-// wrapProducer()'s check: whether the producer was made by a corrected
-// kafkajs. One that was not keeps the retry that can acknowledge unwritten
-// messages of a call spanning brokers, so wrapProducer() never merges calls
-// for it; said once, unless the operator turned the patch off. An
-// idempotent one is refused: its sequence numbers can acknowledge a send
-// the broker dropped when leaders move, one call per request or not (on a
-// three-node cluster as often wrapped as plain), and a warning at start
-// would be followed by silent loss. Turned off on purpose, it is the
-// operator's choice.
-function checkProducer (producer, where) {
-  const s = state()
-  kafkajsPatchStatus()
-  let logger
-  try {
-    logger = producer.logger()
-  } catch {}
-  if (s.loggers.has(logger)) return true
-  if (s.status !== 'off' && typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true) {
-    // Loaded here: this file is read at every start, the errors only by a refusal.
-    const { ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER } = require('../core/errors')
-    throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, 'an idempotent producer of a kafkajs that io-hygiene has not corrected', `(loaded before install(), a copy it did not find, or not the kafkajs 2.2.x it corrects: ${s.status}) is refused: kafkajs's idempotent retry can acknowledge messages that were never written when partition leaders move. Load io-hygiene first: start node with -r io-hygiene/register (or --import io-hygiene/register), or call install() before kafkajs is first required (or set IO_HYGIENE_KAFKAJS=0 to keep kafkajs's own behaviour on purpose)`)
-  }
-  if (s.status !== 'off') warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): it sends each call as kafkajs does, in a request of its own, without batching. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
-  return false
-}
-
-// kafkajs's own export of a file whose require.cache entry is ours, loaded
-// beside it at its first call (the record encoder hands it what it does not
-// take, which most services never send).
-function originalOf (filename) {
-  let exports = null
-  return (...args) => {
-    if (exports === null) {
-      const m = moduleAt(filename)
-      m._compile(require('node:fs').readFileSync(filename, 'utf8'), filename)
-      exports = m.exports
-    }
-    return exports(...args)
   }
 }
 
@@ -294,10 +208,10 @@ function moduleAt (filename) {
   return m
 }
 
-// A module's exports as the plain data property Node's loader makes.
-function setExports (m, value) {
-  Object.defineProperty(m, 'exports', { value, writable: true, enumerable: true, configurable: true })
-  return value
+// wrapProducer()'s check (kafkajs-known.js says what it decides).
+function checkProducer (producer, where) {
+  kafkajsPatchStatus()
+  return require('./kafkajs-known').checkProducer(state(), producer, where)
 }
 
 function kafkajsPatchStatus () {
