@@ -3,7 +3,7 @@
 // The error classes load with the first refusal: valid options never need them.
 const { sharedSlot } = require('./core/global-slot')
 const errors = () => require('./core/errors')
-const { PREFIX, mayBeOurs } = require('./core/options')
+const { PREFIX, mayBeOurs } = require('./core/global-slot')
 const { distance } = require('./core/distance')
 
 // install() options from IO_HYGIENE_* environment variables. IO_HYGIENE_<MODULE>=0

@@ -1,14 +1,17 @@
 'use strict'
 
-const { getSlot, setSlot, deleteSlot } = require('./core/global-slot')
-const { resolve, mayMentionUs } = require('./core/options')
-// The error classes load with the first refusal: valid options never need them.
-const errors = () => require('./core/errors')
+const { getSlot, setSlot, deleteSlot, mayMentionUs } = require('./core/global-slot')
+// Validation (and the comparison a second install() makes) loads when there
+// is something to check: install() with no options and no IO_HYGIENE_*
+// variable takes each module's defaults, resolved when first read (see
+// defaults()).
+const options = () => require('./install-options')
 
 // The modules install() applies, in this order. Each one has a spec (its
 // options, validated before anything is touched) and an apply(cfg) that
 // changes process state and returns { value, undo } (`value` may be a
-// getter: made at its first read).
+// getter: made at its first read). `cfg` is a function that gives the
+// options when install() took the defaults unresolved (see defaults()).
 const modules = [
   // First, and cheap: kafkajs's producer captures the files it corrects when
   // it loads, so they must be in place before the application requires it.
@@ -23,16 +26,16 @@ const modules = [
   {
     name: 'dns',
     enabledByDefault: true,
-    spec: () => require('./dns').spec,
-    check: (cfg, where) => require('./dns').check(cfg, where),
+    spec: () => require('./dns/options').spec,
+    check: (cfg, where) => require('./dns/options').check(cfg, where),
     apply: (cfg) => require('./dns').installDns(cfg),
   },
   // After dns: undici connects through net, which calls the patched dns.lookup.
   {
     name: 'http',
     enabledByDefault: true,
-    spec: () => require('./http').spec,
-    check: (cfg, where) => require('./http').check(cfg, where),
+    spec: () => require('./http/options').spec,
+    check: (cfg, where) => require('./http/options').check(cfg, where),
     apply: (cfg) => require('./http').installHttp(cfg),
   },
   // Last, so that it samples a process whose other modules are in place.
@@ -49,58 +52,27 @@ const modules = [
 ]
 
 const kState = Symbol.for('io-hygiene.install.v1')
-const where = 'install()'
 
-// One precedence, wherever install() is called from: the operator's
-// IO_HYGIENE_* variables win for what they set, the code's options fill the
-// rest. `names` (per module, the variables set) go into error messages, so a
-// refused value names the variable that carried it.
-function validate (options, env) {
-  if (options === undefined) options = {}
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, 'options', 'an object', options)
-  }
-  const spec = {}
-  for (const mod of modules) {
-    spec[mod.name] = { default: mod.enabledByDefault, check: moduleOptions(mod) }
-  }
-  const top = resolve(where, spec, options)
+// What validate() would make of no options and no variable, without loading
+// a validator or a module's options at start: each module's defaults,
+// resolved and checked at their first read (by the module when it first
+// needs them, or by whoever reads handle.options).
+const isDefaults = new WeakSet()
+
+function defaults () {
   const out = {}
   for (const mod of modules) {
-    const value = merge(top[mod.name], env.options[mod.name])
-    if (value === false) {
-      out[mod.name] = false
-      continue
-    }
-    const names = env.names[mod.name]
-    const at = `install({ ${mod.name} })${names ? ` with ${names.join(' ')}` : ''}`
-    const spec = mod.spec()
-    const resolved = resolve(at, spec, value === true ? {} : value)
-    // A module without options (kafkajs) is on or off: `true`, as the docs
-    // list it, not an empty object.
-    out[mod.name] = Object.keys(spec).length === 0 ? true : resolved
-    mod.check?.(out[mod.name], at)
+    let value = mod.enabledByDefault ? null : false
+    Object.defineProperty(out, mod.name, { enumerable: true, get: () => (value ??= options().resolveModule(mod, true)) })
   }
+  isDefaults.add(out)
   return Object.freeze(out)
 }
 
-// A module's options from code and from the environment. The environment
-// turns a module off with IO_HYGIENE_<MODULE>=0, and on with =1 or by setting
-// any of its variables; otherwise code decides.
-function merge (code, fromEnv) {
-  if (fromEnv === undefined) return code
-  if (fromEnv === false) return false
-  return { ...(typeof code === 'object' ? code : {}), ...fromEnv }
-}
-
-function moduleOptions (mod) {
-  return (_, key, value) => {
-    if (typeof value === 'boolean') return value
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-      throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'a boolean or an options object', value)
-    }
-    return value
-  }
+// No options (install(), install({}), register's call) and no variable.
+function nothingAsked (given, env) {
+  if (Object.keys(env.options).length > 0) return false
+  return given === undefined || (given !== null && typeof given === 'object' && !Array.isArray(given) && Object.keys(given).length === 0)
 }
 
 // The environment's options. env.js, which reads them, loads only when some
@@ -121,11 +93,16 @@ function install (options) {
 // `node -r io-hygiene/register`, then install() in the app's code): it returns
 // the installation in place, as dd-trace's init() does, and if its options
 // differ, says once which were ignored. Bad options still throw.
-function installFrom (options, origin, how = { preloaded: false }) {
-  const resolved = validate(options, fromEnv())
+function installFrom (given, origin, how = { preloaded: false }) {
+  const env = fromEnv()
+  const resolved = nothingAsked(given, env) ? defaults() : options().validate(modules, given, env)
   const current = getSlot(kState)
   if (current) {
-    const refused = attach(current, resolved)
+    // The defaults again (register, then install() in the application): the
+    // same options, nothing to compare.
+    if (isDefaults.has(resolved) && isDefaults.has(current.resolved)) return current.handle
+    const { attach, differences } = options()
+    const refused = attach(modules, current, resolved)
     const ignored = [...refused, ...differences(current.resolved, resolved)]
     if (ignored.length > 0) warnIgnored(current.origin, ignored)
     return current.handle
@@ -137,12 +114,15 @@ function installFrom (options, origin, how = { preloaded: false }) {
   const handle = { options: resolved, uninstall, stats: () => Object.fromEntries(modules.map((mod) => [mod.name, handle[mod.name]?.stats?.() ?? null])) }
   try {
     for (const mod of modules) {
-      if (resolved[mod.name] === false) {
+      // Defaults not yet resolved: the module is handed the getter, and
+      // resolves them when it first needs them.
+      const { get, value } = Object.getOwnPropertyDescriptor(resolved, mod.name)
+      if (get === undefined ? value === false : !mod.enabledByDefault) {
         mod.off?.()
         handle[mod.name] = null
         continue
       }
-      const applied = mod.apply(resolved[mod.name], how)
+      const applied = mod.apply(get ?? value, how)
       undos.push(applied.undo)
       setValue(handle, mod.name, applied)
     }
@@ -173,39 +153,6 @@ function setValue (handle, name, applied) {
   })
 }
 
-// What the running modules can still take from a second install()'s options;
-// what they took is then in use, and no longer reported as ignored.
-// An output the running module cannot take (a registry another monitor holds,
-// a provider that throws) is reported with the ignored options, by its error
-// code only: a second install() never throws for what it could not add.
-function attach (current, resolved) {
-  let changed = false
-  const refused = []
-  const now = { ...current.resolved }
-  for (const mod of modules) {
-    if (mod.attach === undefined) continue
-    const value = current.handle[mod.name]
-    if (!value || !resolved[mod.name]) continue
-    let inUse
-    try {
-      inUse = mod.attach(value, resolved[mod.name])
-    } catch (err) {
-      const code = typeof err?.code === 'string' && /^[A-Z][A-Z0-9_]{0,63}$/.test(err.code) ? err.code : 'an error'
-      refused.push(`${mod.name} outputs (not attached: ${code})`)
-      continue
-    }
-    if (inUse !== now[mod.name]) {
-      now[mod.name] = inUse
-      changed = true
-    }
-  }
-  if (changed) {
-    current.resolved = Object.freeze(now)
-    current.handle.options = current.resolved
-  }
-  return refused
-}
-
 // Returns true when every patch was restored to the original; false when some
 // other code wrapped a function after us (our wrapper then passes straight
 // through to the original instead).
@@ -224,62 +171,7 @@ function installed () {
   return getSlot(kState)?.handle ?? null
 }
 
-// What `b` asks for that the installation `a` does not have, as
-// "dns.maxTtlMs (asked 6000, in use 5000)".
-function differences (a, b) {
-  const out = []
-  for (const key of Object.keys(a)) {
-    const x = a[key]
-    const y = b[key]
-    if (x === y) continue
-    if (!x || !y) { // one of them is off (false)
-      out.push(`${key} (asked ${y ? 'on' : 'off'}, in use ${x ? 'on' : 'off'})`)
-      continue
-    }
-    for (const k of Object.keys(x)) {
-      const u = x[k]
-      const v = y[k]
-      if (u === v) continue
-      // An output the caller left unset is not a wish for none: one an
-      // earlier call attached stays without a word.
-      if (v === null && ATTACHABLE.has(`${key}.${k}`)) continue
-      if (sameList(u, v)) continue
-      out.push(`${key}.${k} (asked ${show(v)}, in use ${show(u)})`)
-    }
-  }
-  return out
-}
-
-// Two lists with the same entries (options are frozen copies); false for
-// anything else, a revoked proxy (which throws at any touch) included.
-function sameList (u, v) {
-  try {
-    return Array.isArray(u) && Array.isArray(v) && u.length === v.length && u.every((e, i) => e === v[i])
-  } catch {
-    return false
-  }
-}
-
-// A value by its type, never its insides: an object may be a registry full
-// of metrics, a logger, or circular (JSON.stringify would throw). Text is
-// escaped as error messages escape it; an object that throws at a touch (a
-// revoked proxy fails even Array.isArray) is only "an object".
-function show (value) {
-  if (typeof value === 'function') return 'a function'
-  if (typeof value === 'bigint') return `${value}n`
-  if (typeof value === 'string') return value.length <= 80 ? errors().printable(JSON.stringify(value)) : 'a string'
-  if (value === null || typeof value !== 'object') return String(value)
-  try {
-    if (!Array.isArray(value)) return 'an object'
-    const shown = value.every((v) => typeof v === 'number' || (typeof v === 'string' && v.length <= 80)) ? JSON.stringify(value) : ''
-    return shown !== '' && shown.length <= 80 ? errors().printable(shown) : 'an array'
-  } catch {
-    return 'an object'
-  }
-}
-
 const ALREADY_INSTALLED = 'IO_HYGIENE_ALREADY_INSTALLED'
-const ATTACHABLE = new Set(['monitor.registry', 'monitor.statsd', 'monitor.logger', 'monitor.loggerProvider', 'monitor.meterProvider', 'monitor.meter'])
 const warned = new Set()
 
 function warnIgnored (origin, ignored) {

@@ -1,7 +1,7 @@
 'use strict'
 
 const t = require('tap')
-const { wrap, originalOf } = require('../lib/core/patch')
+const { wrap, originalOf } = require('../lib/core/global-slot')
 
 t.test('patch: undo restores once, and only while the wrapper is still in place', async (t) => {
   const target = { fn () { return 'original' } }

@@ -90,13 +90,13 @@ function parseDefault (cell) {
 
 const specOf = (defaults) => Object.fromEntries(Object.entries(defaults).map(([k, v]) => [k, { default: v }]))
 const modules = {
-  dns: require('../lib/dns').spec,
+  dns: require('../lib/dns/options').spec,
   batch: require('../lib/batch').spec,
   kafka: require('../lib/kafka').spec,
   statsd: specOf(require('../lib/statsd').defaults),
   monitor: require('../lib/monitor').spec,
   'http-sink': require('../lib/http/sink').spec,
-  http: require('../lib/http').spec,
+  http: require('../lib/http/options').spec,
 }
 
 for (const [name, spec] of Object.entries(modules)) {

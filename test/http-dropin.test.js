@@ -42,7 +42,7 @@ t.test('statusRetries is validated, and IO_HYGIENE_HTTP_STATUS_RETRIES sets it',
   t.throws(() => ioHygiene.install({ http: { statusRetries: 1 } }), { code: 'ERR_IO_HYGIENE_INVALID_OPTION' })
   t.throws(() => ioHygiene.install({ http: { statusRetry: true } }), { code: 'ERR_IO_HYGIENE_UNKNOWN_OPTION', message: /statusRetries/ })
   const { optionsFromEnv } = require('../lib/env')
-  const modules = [{ name: 'http', spec: () => require('../lib/http').spec }]
+  const modules = [{ name: 'http', spec: () => require('../lib/http/options').spec }]
   t.same(optionsFromEnv(modules, { IO_HYGIENE_HTTP_STATUS_RETRIES: '1' }), { http: { statusRetries: true } })
   t.throws(() => optionsFromEnv(modules, { IO_HYGIENE_HTTP_STATUS_RETRY: '1' }), { code: 'ERR_IO_HYGIENE_UNKNOWN_ENV', message: /IO_HYGIENE_HTTP_STATUS_RETRIES/ })
 })

@@ -8,7 +8,7 @@ const undici = require('undici')
 const ioHygiene = require('..')
 const { optionsFromEnv } = require('../lib/env')
 const { modules } = require('../lib/install')
-const { spec } = require('../lib/http')
+const { spec } = require('../lib/http/options')
 const { installWithServer: setup } = require('./helpers/http-server')
 
 t.afterEach(() => ioHygiene.uninstall())

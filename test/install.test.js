@@ -161,7 +161,7 @@ t.test('a second copy of io-hygiene sees the first one', async (t) => {
   for (const [k, v] of saved) require.cache[k] = v
   t.not(second, ioHygiene, 'a separate copy')
   t.equal(second.installed(), first, 'it finds the installed handle')
-  const { originalOf } = require('../lib/core/patch')
+  const { originalOf } = require('../lib/core/global-slot')
   t.equal(originalOf(dns.lookup), originalLookup)
 })
 
@@ -524,7 +524,7 @@ t.test('install() and -r io-hygiene/register load exactly the start-up files', a
   // The dns cache (lib/dns/cache.js, lib/dns/lookup.js) loads at the first
   // lookup; lib/core/timers.js with the first feature that waits (the real
   // timers are read by lib/core/global-slot.js).
-  const features = ['lib/install.js', 'lib/core/global-slot.js', 'lib/core/options.js', 'lib/core/patch.js',
+  const features = ['lib/install.js', 'lib/core/global-slot.js',
     'lib/kafka/kafkajs-patch.js', 'lib/dns/index.js', 'lib/http/index.js']
   // Our own files in require.cache, after `first` has run.
   const listing = (first) => `
@@ -543,6 +543,59 @@ t.test('install() and -r io-hygiene/register load exactly the start-up files', a
   // register.js and register are twins: the same code, each on its own.
   const codeOf = (file) => fs.readFileSync(path.join(__dirname, '..', file), 'utf8').split('\n').filter((line) => line.trim() !== '' && !line.startsWith('//'))
   t.same(codeOf('register'), codeOf('register.js'), 'register and register.js run the same code')
+})
+
+// What a start with the defaults never runs stays out of start-up, and each
+// piece loads when it is first needed: options are checked when given or
+// read, our Agent is made at the first read of undici's slot, the kafkajs
+// files are checked when kafkajs loads. A file moved back into the start-up
+// path makes this fail by name.
+t.test('cold code stays out of start-up, and loads at its first use', async (t) => {
+  const cold = ['lib/core/options.js', 'lib/install-options.js', 'lib/dns/options.js', 'lib/http/options.js', 'lib/http/global-dispatcher.js',
+    'lib/kafka/kafkajs-known.js', 'lib/core/errors.js', 'lib/env.js']
+  const script = (first) => `
+    ${first}
+    const path = require('node:path')
+    const loaded = () => Object.keys(require.cache).filter((f) => !f.includes('node_modules')).map((f) => path.relative(process.cwd(), f))
+    const atStart = loaded()
+    const handle = require('io-hygiene').installed()
+    const options = JSON.stringify(handle.options)
+    const afterOptions = loaded()
+    globalThis[Symbol.for('undici.globalDispatcher.2')]
+    const afterSlot = loaded()
+    require('kafkajs').Kafka
+    process.stdout.write(JSON.stringify({ atStart, options: JSON.parse(options), afterOptions, afterSlot, afterKafkajs: loaded() }))
+  `
+  for (const [how, args] of [['install()', ['-e', script("require('io-hygiene').install()")]], ['-r io-hygiene/register', ['-r', 'io-hygiene/register', '-e', script('')]]]) {
+    const { code, out, stderr } = await run(args)
+    t.equal(code, 0, stderr)
+    for (const file of cold) t.notOk(out.atStart.includes(file), `${how}: ${file} is not loaded at start`)
+    t.match(out.options, { kafkajs: true, dns: { maxTtlMs: 300_000 }, http: { connections: 128 }, monitor: false }, `${how}: the options read are the defaults`)
+    for (const file of ['lib/core/options.js', 'lib/install-options.js', 'lib/dns/options.js', 'lib/http/options.js']) t.ok(out.afterOptions.includes(file), `${how}: ${file}, once the options are read`)
+    t.notOk(out.afterOptions.includes('lib/http/global-dispatcher.js'), `${how}: no dispatcher before undici's slot is read`)
+    t.ok(out.afterSlot.includes('lib/http/global-dispatcher.js'), `${how}: the slot's first read makes it`)
+    t.notOk(out.afterSlot.includes('lib/kafka/kafkajs-known.js'), `${how}: no kafkajs check before kafkajs loads`)
+    t.ok(out.afterKafkajs.includes('lib/kafka/kafkajs-known.js'), `${how}: kafkajs's producer, as it loads, has its files checked`)
+  }
+})
+
+// install() with no options resolves the defaults only when they are read:
+// what it then holds is exactly what validating every module's defaults gives.
+t.test('install() with the defaults holds the options install() validates for them', async (t) => {
+  const lazy = ioHygiene.install()
+  const read = lazy.options
+  t.ok(Object.isFrozen(read), 'frozen, as validated options are')
+  const asRead = JSON.parse(JSON.stringify(read))
+  ioHygiene.uninstall()
+  const validated = ioHygiene.install({ kafkajs: true, dns: true, http: true, monitor: false })
+  t.same(asRead, JSON.parse(JSON.stringify(validated.options)), 'the same options, module by module')
+  t.same(Object.keys(read), Object.keys(validated.options), 'in the same order')
+  ioHygiene.uninstall()
+  const again = ioHygiene.install({})
+  t.same(await warningsOf(() => t.equal(ioHygiene.install(), again)), [], 'install() after install({}): the same installation, silently')
+  t.same(await warningsOf(() => t.equal(ioHygiene.install({ dns: true }), again)), [], 'and after options equal to the defaults')
+  const [warning] = await warningsOf(() => t.equal(ioHygiene.install({ dns: { maxTtlMs: 1000 } }), again))
+  t.match(warning.message, /dns\.maxTtlMs \(asked 1000, in use 300000\)/, 'other options: compared with the defaults in use')
 })
 
 // A package.json "exports" map makes Node 20's require() load its ES module

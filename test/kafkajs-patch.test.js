@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
-const { groupMessagesPerPartition, KNOWN } = require('../lib/kafka/kafkajs-patch')
+const { groupMessagesPerPartition, KNOWN } = require('../lib/kafka/kafkajs-known')
 const { withWarnings } = require('./helpers/with-warnings')
 
 const root = path.join(__dirname, '..')
@@ -83,7 +83,7 @@ t.test('install() puts the corrected files in place before kafkajs loads; its pr
   const { code, stdout, stderr } = await run(`${report}
     const handle = require('io-hygiene').install({ dns: false, http: false })
     const { Kafka } = require('kafkajs')
-    const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
+    const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-known').groupMessagesPerPartition
     new Kafka({ brokers: ['127.0.0.1:1'] }).producer()
     // Again, kafkajs loaded on the corrected files: still patched, no warning.
     require('./lib/kafka/kafkajs-patch').installKafkajsPatch()
@@ -124,7 +124,7 @@ t.test('turned off by IO_HYGIENE_KAFKAJS=0 or install({ kafkajs: false }): not p
     const { code, stdout, stderr } = await run(`${report}
       ${call}
       const { Kafka } = require('kafkajs')
-      const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
+      const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-known').groupMessagesPerPartition
       const p = require('io-hygiene').wrapProducer(new Kafka({ brokers: ['127.0.0.1:1'] }).producer())
       done({ ours, stats: p.stats().kafkajsPatch })
     `, env)
@@ -179,8 +179,8 @@ t.test('install() reads no kafkajs file; kafkajs\'s first require of a corrected
       const atInstall = reads()
       const warnedAtInstall = warnings.length
       const { Kafka } = require('kafkajs')
-      const afterKafkajs = reads().filter((f) => Object.keys(require('./lib/kafka/kafkajs-patch').KNOWN).includes(f)).sort()
-      const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
+      const afterKafkajs = reads().filter((f) => Object.keys(require('./lib/kafka/kafkajs-known').KNOWN).includes(f)).sort()
+      const ours = require('kafkajs/src/producer/groupMessagesPerPartition') === require('./lib/kafka/kafkajs-known').groupMessagesPerPartition
       new Kafka({ brokers: ['127.0.0.1:1'], logLevel: 0 }).producer()
       done({ atInstall, warnedAtInstall, afterKafkajs, ours })
     })()
@@ -200,7 +200,8 @@ t.test('an edited kafkajs: nothing read or said at install; when kafkajs loads, 
   const copy = editedKafkajs(t)
   const { code, stdout, stderr } = await run(`${report}${watchReads(copy)}
     ;(async () => {
-      const { installKafkajsPatch, groupMessagesPerPartition } = require('./lib/kafka/kafkajs-patch')
+      const { installKafkajsPatch } = require('./lib/kafka/kafkajs-patch')
+      const { groupMessagesPerPartition } = require('./lib/kafka/kafkajs-known')
       installKafkajsPatch({ dir: ${JSON.stringify(copy)} })
       await new Promise(setImmediate)
       const atInstall = reads()
@@ -235,7 +236,7 @@ t.test('kafkajsPatchStatus() before kafkajs loads runs the check and answers tru
       const producerLoaded = require.cache[${JSON.stringify(path.join(dir, 'src/producer/messageProducer.js'))}] !== undefined
       const { Kafka } = require(${JSON.stringify(dir)})
       new Kafka({ brokers: ['127.0.0.1:1'], logLevel: 0 }).producer()
-      const ours = require(${JSON.stringify(path.join(dir, 'src/producer/groupMessagesPerPartition.js'))}) === p.groupMessagesPerPartition
+      const ours = require(${JSON.stringify(path.join(dir, 'src/producer/groupMessagesPerPartition.js'))}) === require('./lib/kafka/kafkajs-known').groupMessagesPerPartition
       done({ first, producerLoaded, ours })
     `)
     t.equal(code, 0, stderr)
@@ -259,7 +260,7 @@ t.test('anyone reading require.cache runs the check: the corrected exports, or t
       const exports = require.cache[${file}].exports
       // The check reads sendMessages.js first; loading the grouping never does.
       const checked = reads().includes('src/producer/sendMessages.js')
-      done({ checked, ours: exports === p.groupMessagesPerPartition, same: require(${file}) === exports })
+      done({ checked, ours: exports === require('./lib/kafka/kafkajs-known').groupMessagesPerPartition, same: require(${file}) === exports })
     `)
     t.equal(code, 0, stderr)
     t.same(JSON.parse(stdout), {
@@ -314,8 +315,8 @@ t.test('uninstall() takes the files out of require.cache while kafkajs is not lo
       const held = require.cache[file]
       if (${checkFirst}) status()
       io.uninstall()
-      const ours = require(file) === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition
-      done({ ours, held: held.exports === require(file) || held.exports === require('./lib/kafka/kafkajs-patch').groupMessagesPerPartition })
+      const ours = require(file) === require('./lib/kafka/kafkajs-known').groupMessagesPerPartition
+      done({ ours, held: held.exports === require(file) || held.exports === require('./lib/kafka/kafkajs-known').groupMessagesPerPartition })
     `)
     t.equal(code, 0, stderr)
     t.same(JSON.parse(stdout), { status: 'not-installed', warnings: [], ours: false, held: true }, checkFirst ? 'after the check' : 'before it')

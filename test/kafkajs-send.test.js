@@ -183,7 +183,7 @@ t.test('in a transaction: partitions added to it before they are written; a brok
 })
 
 t.test('the grouping and the partitions read own properties only: a polluted Object.prototype sends nothing astray', async (t) => {
-  const { groupMessagesPerPartition } = require('../lib/kafka/kafkajs-patch')
+  const { groupMessagesPerPartition } = require('../lib/kafka/kafkajs-known')
   const polluted = []
   Object.prototype[0] = polluted // eslint-disable-line no-extend-native
   t.teardown(() => { delete Object.prototype[0] })

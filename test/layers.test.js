@@ -18,7 +18,7 @@ function layerOf (rel) {
   if (rel.startsWith('lib/metrics/')) return ['metrics', 'metrics']
   const m = /^lib\/([a-z]+)(?:\/|\.js$)/.exec(rel)
   if (m !== null && FEATURES.includes(m[1])) return ['feature', m[1]]
-  if (rel === 'lib/install.js' || rel === 'lib/env.js') return ['install', rel]
+  if (rel === 'lib/install.js' || rel === 'lib/install-options.js' || rel === 'lib/env.js') return ['install', rel]
   if (rel === 'index.js' || rel === 'register.js' || rel === 'register') return ['entry', rel]
   return null
 }
@@ -30,7 +30,7 @@ const SIDEWAYS = new Set(['http>batch', 'kafka>batch', 'statsd>dns', 'monitor>dn
 // Files allowed a require() whose argument is not a literal: index.js's lazy()
 // loader (its paths are read from the lazy('...') calls), and kafkajs's own
 // files, reached by their install path.
-const DYNAMIC = new Set(['index.js', 'lib/kafka/kafkajs-patch.js', 'lib/kafka/send-messages.js'])
+const DYNAMIC = new Set(['index.js', 'lib/kafka/kafkajs-patch.js', 'lib/kafka/kafkajs-known.js', 'lib/kafka/send-messages.js'])
 
 function sourceFiles () {
   const lib = fs.readdirSync(path.join(root, 'lib'), { recursive: true })

@@ -1,76 +1,19 @@
 'use strict'
 
-// The dns module: its options, the cache that stands in for dns.lookup and
-// dns.promises.lookup, and the patch that puts it there.
+// The dns module: the cache that stands in for dns.lookup and
+// dns.promises.lookup, and the patch that puts it there (its options are in
+// options.js, which install() with the defaults never loads).
 
-const { getSlot, setLazySlot, deleteSlot } = require('../core/global-slot')
+const { getSlot, setLazySlot, deleteSlot, wrap, originalOf } = require('../core/global-slot')
 const dns = require('node:dns')
 const { syncBuiltinESMExports } = require('node:module')
-const { integer, timerMs, stringArray, nullable, string, resolve } = require('../core/options')
-// The error classes load with the first refusal: valid options never need them.
-const errors = () => require('../core/errors')
-const { wrap, originalOf } = require('../core/patch')
-
-function servers () {
-  const check = stringArray()
-  const wrapped = (where, key, value) => {
-    const list = check(where, key, value)
-    // Node's setServers aborts the process on port 0: refused before it is called.
-    if (list.some(portZero)) {
-      throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'an array of DNS server addresses ("ip" or "ip:port", a port from 1 to 65535)', value)
-    }
-    try {
-      new dns.Resolver().setServers(list)
-    } catch (cause) {
-      throw new (errors().ERR_IO_HYGIENE_INVALID_OPTION)(where, key, 'an array of DNS server addresses ("ip" or "ip:port")', value, { cause })
-    }
-    return list
-  }
-  wrapped.expects = 'string[]'
-  return wrapped
-}
-
-// "ip:0" or "[ip]:0" (any number of zeros), in dns.setServers()'s forms.
-function portZero (server) {
-  if (require('./ip').isIP(server) !== 0) return false
-  const colon = server.startsWith('[') ? server.indexOf(']:') + 1 : server.lastIndexOf(':')
-  return colon > 0 && /^0+$/.test(server.slice(colon + 1))
-}
-
-function defaultHostsPath () {
-  /* c8 ignore next 3: Windows keeps it elsewhere; CI runs on Linux only */
-  if (process.platform === 'win32') {
-    return `${process.env.SystemRoot ?? 'C:\\Windows'}\\System32\\drivers\\etc\\hosts`
-  }
-  return '/etc/hosts'
-}
-
-// Defaults, and why, are in docs/dns.md's options table; a test keeps the two equal.
-const spec = {
-  maxEntries: { default: 10_000, check: integer(1) },
-  minTtlMs: { default: 1_000, check: timerMs(0) },
-  maxTtlMs: { default: 300_000, check: timerMs(0) },
-  fallbackTtlMs: { default: 10_000, check: timerMs(0) },
-  staleTtlMs: { default: 86_400_000, check: timerMs(0) },
-  errorTtlMs: { default: 1_000, check: timerMs(0) },
-  queryTimeoutMs: { default: 2_000, check: timerMs(1) },
-  sweepIntervalMs: { default: 60_000, check: timerMs(1) },
-  servers: { default: null, check: nullable(servers()) },
-  hostsFile: { default: defaultHostsPath(), check: nullable(string()) },
-}
 
 function createDnsCache (options) {
   const where = 'createDnsCache()'
-  const resolved = resolve(where, spec, options)
+  const { spec, check } = require('./options')
+  const resolved = require('../core/options').resolve(where, spec, options)
   check(resolved, where)
   return build(resolved)
-}
-
-// What no single option's validator can see.
-function check (resolved, where) {
-  if (resolved.minTtlMs > resolved.maxTtlMs) {
-    throw new (errors().ERR_IO_HYGIENE_CONFLICTING_OPTIONS)(where, `minTtlMs (${resolved.minTtlMs}) must not exceed maxTtlMs (${resolved.maxTtlMs})`)
-  }
 }
 
 // The cache asks whatever dns.lookup is when it is made (past any io-hygiene
@@ -106,13 +49,15 @@ function currentCache () {
 // Replaces dns.lookup and dns.promises.lookup; returns { value, undo }. The
 // cache (cache.js, lookup.js) is made at its first use: the first lookup, or
 // the first read of the handle's `dns` or of currentCache(). A service pays
-// at start only for the patch. Options are checked before this is called.
+// at start only for the patch. Options are checked before this is called;
+// `resolved` may be a function that gives them at the cache's making
+// (install() with the defaults resolves them only then).
 function installDns (resolved) {
   let cache = null
   let closed = false
   const serving = () => {
     if (cache !== null) return cache
-    cache = build(resolved, true, systemLookup, promiseLookup)
+    cache = build(typeof resolved === 'function' ? resolved() : resolved, true, systemLookup, promiseLookup)
     if (closed) cache.close()
     return cache
   }
@@ -155,4 +100,4 @@ function standIn (original, serving, which) {
   return lookup
 }
 
-module.exports = { spec, check, createDnsCache, installDns, currentCache }
+module.exports = { createDnsCache, installDns, currentCache }

@@ -31,36 +31,16 @@
 // working directory at once, and for any other when its producer's file is
 // first compiled (a wrapper of the loader's '.js' compile, which sees each
 // file once, not each require). No hook on resolution.
-const { sharedSlot } = require('../core/global-slot')
-const fs = require('node:fs')
+const { sharedSlot, wrap } = require('../core/global-slot')
 const Module = require('node:module')
 const path = require('node:path')
-const { wrap } = require('../core/patch')
 
-// Each file's length and a 64-bit hash of its bytes (fingerprint() below).
+// The files put in place (sendMessages, the grouping, the record) and the
+// producer that requires them; kafkajs-known.js holds each known file's hash.
 const SEND_MESSAGES = 'src/producer/sendMessages.js'
 const GROUP_MESSAGES = 'src/producer/groupMessagesPerPartition.js'
 const MESSAGE_PRODUCER = 'src/producer/messageProducer.js'
 const RECORD = 'src/protocol/recordBatch/record/v0/index.js'
-const KNOWN = {
-  [SEND_MESSAGES]: '6079:392d861f11a9e814',
-  [GROUP_MESSAGES]: '384:696e1499f2d86474',
-  [RECORD]: '1886:9217f0899f49cf7d',
-  // How the three are called, and what a record is made of: read, not replaced.
-  [MESSAGE_PRODUCER]: '4189:a9f2a147f583a89d',
-  'src/producer/createTopicData.js': '308:0e3535b443d26241',
-  'src/producer/responseSerializer.js': '148:a3ec1201a4fb5901',
-  'src/protocol/requests/produce/v3/request.js': '3112:867b241a2fa82b16',
-  'src/protocol/recordBatch/header/v0/index.js': '247:240f1433de6d9826',
-  'src/protocol/encoder.js': '10222:46b4bc84e756342b',
-  // What the corrected sendMessages sends its Produce request through, and
-  // the response it reads partition by partition (v7 is v6's).
-  'src/broker/index.js': '33041:ac95830527fbde3f',
-  'src/protocol/requests/produce/index.js': '2786:4f1c9cb4f60f2b10',
-  'src/protocol/requests/produce/v3/response.js': '1323:60da63fe86e413dd',
-  'src/protocol/requests/produce/v5/response.js': '1126:288ce361ff0c9d0f',
-  'src/protocol/requests/produce/v6/response.js': '1000:a033c292e70f374c',
-}
 
 const kState = Symbol.for('io-hygiene.kafkajs.patch.v1')
 
@@ -74,48 +54,6 @@ function state () {
   const s = sharedSlot(kState, () => ({ status: 'not-installed', dir: null, warned: false, pending: null }))
   s.loggers ??= new WeakSet()
   return s
-}
-
-// The linear grouping: partition -> its messages in call order, the
-// partitioner called once per message in the same order as kafkajs does.
-function groupMessagesPerPartition ({ topic, partitionMetadata, messages, partitioner }) {
-  // Without a prototype: a partition is read from the result's own
-  // properties only, whatever was added to Object.prototype.
-  const result = Object.create(null)
-  if (partitionMetadata.length === 0) return result
-  for (const message of messages) {
-    const partition = partitioner({ topic, partitionMetadata, message })
-    const list = result[partition]
-    if (list === undefined) result[partition] = [message]
-    else list.push(message)
-  }
-  return result
-}
-
-// Tells kafkajs's files from any edit of them: a release, a hand patch, a
-// bundler's rewrite. Nobody gains by forging a match (whoever can write
-// node_modules runs code anyway), so a fast non-cryptographic hash (two
-// multiplicative 32-bit lanes, mixed at the end) serves, and node:crypto is
-// never loaded for it: 15 KB hash in well under a millisecond.
-function fingerprint (bytes) {
-  let h1 = 0xdeadbeef ^ bytes.length
-  let h2 = 0x41c6ce57 ^ bytes.length
-  for (let i = 0; i < bytes.length; i++) {
-    h1 = Math.imul(h1 ^ bytes[i], 2654435761)
-    h2 = Math.imul(h2 ^ bytes[i], 1597334677)
-  }
-  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
-  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
-  const hex = (n) => (n >>> 0).toString(16).padStart(8, '0')
-  return `${bytes.length}:${hex(h2)}${hex(h1)}`
-}
-
-function isKnownKafkajs (dir) {
-  try {
-    return Object.entries(KNOWN).every(([name, hash]) => fingerprint(fs.readFileSync(path.join(dir, name))) === hash)
-  } catch {
-    return false
-  }
 }
 
 // The kafkajs the application would likely load: resolved from its main
@@ -133,12 +71,6 @@ function findKafkajs () {
 
 // The undo of an install that changed nothing.
 function nothing () {}
-
-function warnOnce (s, message) {
-  if (s.warned) return
-  s.warned = true
-  process.emitWarning(message, { code: 'IO_HYGIENE_KAFKAJS_NOT_PATCHED', type: 'IoHygieneWarning' })
-}
 
 const PRODUCER_FILE = path.join('kafkajs', MESSAGE_PRODUCER)
 
@@ -207,7 +139,7 @@ function installAt (s, dir) {
   if (require.cache[path.join(dir, SEND_MESSAGES)]?.[kState] === true) return nothing
   if (require.cache[path.join(dir, MESSAGE_PRODUCER)] !== undefined) {
     s.status = 'loaded-too-early'
-    warnOnce(s, 'kafkajs was loaded before io-hygiene, so its producer keeps the grouping that stalls the event loop and the retry that can acknowledge unwritten messages on a cluster: call install() or start node with -r io-hygiene/register before kafkajs is required')
+    require('./kafkajs-known').warnOnce(s, 'kafkajs was loaded before io-hygiene, so its producer keeps the grouping that stalls the event loop and the retry that can acknowledge unwritten messages on a cluster: call install() or start node with -r io-hygiene/register before kafkajs is required')
     return nothing
   }
   return putInPlace(s, dir)
@@ -218,63 +150,36 @@ function installAt (s, dir) {
 // something first reads an entry's exports: kafkajs's producer as it loads,
 // anyone else reading require.cache, or kafkajsPatchStatus(). Node's CommonJS
 // loader (22, 24 and 26) returns a loaded cached module's `exports`, so an
-// accessor there runs exactly then. Known files: the corrected exports, as
-// plain data from then on. Any other kafkajs: the entries leave
-// require.cache, and each read loads the file itself, so kafkajs runs as it
-// ships.
+// accessor there runs exactly then: the check, the hashes and what replaces
+// the files are in kafkajs-known.js, which loads only then.
 function putInPlace (s, dir) {
-  let known = null // null: not checked yet
-  const entries = [
-    // Loaded with kafkajs's producer, not at start-up.
-    { filename: path.join(dir, SEND_MESSAGES), corrected: () => remembering(s, require('./send-messages'), dir) },
-    { filename: path.join(dir, GROUP_MESSAGES), corrected: () => groupMessagesPerPartition },
-    // Loaded with kafkajs's produce request, not at start-up.
-    { filename: path.join(dir, RECORD), corrected: () => require('./record-encoder').createRecordEncoder(require(path.join(dir, 'src/protocol/encoder')), originalOf(path.join(dir, RECORD))) },
-  ]
-  for (const entry of entries) {
+  // known: null until checked.
+  const placed = { dir, known: null, entries: [SEND_MESSAGES, GROUP_MESSAGES, RECORD].map((name) => ({ name, filename: path.join(dir, name) })) }
+  const known = () => require('./kafkajs-known')
+  const check = () => {
+    if (placed.known !== null) return
+    if (s.pending === check) s.pending = null
+    known().checkPlaced(s, placed)
+  }
+  for (const entry of placed.entries) {
     const m = moduleAt(entry.filename)
     m.loaded = true
     m[kState] = true
     entry.module = m
-    entry.get = () => {
+    entry.ours = () => {
       check()
       // Known: check() has made the exports plain data.
-      if (known) return m.exports
-      return setExports(m, require(entry.filename))
+      if (placed.known) return m.exports
+      return known().setExports(m, require(entry.filename))
     }
-    entry.ours = entry.get
     Object.defineProperty(m, 'exports', {
-      get: entry.get,
+      get: entry.ours,
       // Whoever assigns exports (a test's mock) replaces ours, as on any module.
-      set: (value) => setExports(m, value),
+      set: (value) => known().setExports(m, value),
       enumerable: true,
       configurable: true,
     })
     require.cache[entry.filename] = m
-  }
-
-  // Whether an entry's exports, and its place in require.cache, are still
-  // ours: read without running the check.
-  const ownsExports = ({ module, ours }) => {
-    const { get, value } = Object.getOwnPropertyDescriptor(module, 'exports')
-    return (get ?? value) === ours
-  }
-  const stillOurs = (entry) => require.cache[entry.filename] === entry.module && ownsExports(entry)
-
-  function check () {
-    if (known !== null) return
-    known = isKnownKafkajs(dir)
-    if (s.pending === check) s.pending = null
-    if (known) {
-      for (const entry of entries) {
-        if (ownsExports(entry)) entry.ours = setExports(entry.module, entry.corrected())
-      }
-      s.status = 'patched'
-      return
-    }
-    for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
-    s.status = 'unknown-version'
-    warnOnce(s, `the kafkajs in ${dir} is not the kafkajs 2.2.x that io-hygiene corrects; it is left alone (its grouping can stall the event loop, its retry can acknowledge unwritten messages on a cluster)`)
   }
 
   // In place, not yet checked: 'patched' is the answer unless the check says
@@ -286,63 +191,12 @@ function putInPlace (s, dir) {
   return () => {
     // Undone before anything read the entries: nothing to check, and a module
     // someone still holds loads the file itself.
-    if (known === null) {
-      known = false
+    if (placed.known === null) {
+      placed.known = false
       if (s.pending === check) s.pending = null
     }
-    for (const entry of entries) if (stillOurs(entry)) delete require.cache[entry.filename]
+    for (const entry of placed.entries) if (known().stillOurs(entry)) delete require.cache[entry.filename]
     if (s.status === 'patched') s.status = 'not-installed'
-  }
-}
-
-// The corrected sendMessages (send-messages.js), remembering each producer it
-// serves.
-function remembering (s, { createSendMessagesFactory, unpoisoned }, dir) {
-  const createSendMessages = createSendMessagesFactory(dir)
-  return function (options) {
-    s.loggers.add(options.logger)
-    return createSendMessages({ ...options, eosManager: unpoisoned(options.eosManager, dir) })
-  }
-}
-
-// wrapProducer()'s check: whether the producer was made by a corrected
-// kafkajs. One that was not keeps the retry that can acknowledge unwritten
-// messages of a call spanning brokers, so wrapProducer() never merges calls
-// for it; said once, unless the operator turned the patch off. An
-// idempotent one is refused: its sequence numbers can acknowledge a send
-// the broker dropped when leaders move, one call per request or not (on a
-// three-node cluster as often wrapped as plain), and a warning at start
-// would be followed by silent loss. Turned off on purpose, it is the
-// operator's choice.
-function checkProducer (producer, where) {
-  const s = state()
-  kafkajsPatchStatus()
-  let logger
-  try {
-    logger = producer.logger()
-  } catch {}
-  if (s.loggers.has(logger)) return true
-  if (s.status !== 'off' && typeof producer.isIdempotent === 'function' && producer.isIdempotent() === true) {
-    // Loaded here: this file is read at every start, the errors only by a refusal.
-    const { ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER } = require('../core/errors')
-    throw new ERR_IO_HYGIENE_UNSUPPORTED_PRODUCER(where, 'an idempotent producer of a kafkajs that io-hygiene has not corrected', `(loaded before install(), a copy it did not find, or not the kafkajs 2.2.x it corrects: ${s.status}) is refused: kafkajs's idempotent retry can acknowledge messages that were never written when partition leaders move. Load io-hygiene first: start node with -r io-hygiene/register (or --import io-hygiene/register), or call install() before kafkajs is first required (or set IO_HYGIENE_KAFKAJS=0 to keep kafkajs's own behaviour on purpose)`)
-  }
-  if (s.status !== 'off') warnOnce(s, 'wrapProducer() was given a producer from a kafkajs that io-hygiene has not corrected (loaded before install(), from a copy it did not find, or not the kafkajs 2.2.x it corrects): it sends each call as kafkajs does, in a request of its own, without batching. Start node with -r io-hygiene/register, or call install() before kafkajs is required')
-  return false
-}
-
-// kafkajs's own export of a file whose require.cache entry is ours, loaded
-// beside it at its first call (the record encoder hands it what it does not
-// take, which most services never send).
-function originalOf (filename) {
-  let exports = null
-  return (...args) => {
-    if (exports === null) {
-      const m = moduleAt(filename)
-      m._compile(fs.readFileSync(filename, 'utf8'), filename)
-      exports = m.exports
-    }
-    return exports(...args)
   }
 }
 
@@ -354,10 +208,10 @@ function moduleAt (filename) {
   return m
 }
 
-// A module's exports as the plain data property Node's loader makes.
-function setExports (m, value) {
-  Object.defineProperty(m, 'exports', { value, writable: true, enumerable: true, configurable: true })
-  return value
+// wrapProducer()'s check (kafkajs-known.js says what it decides).
+function checkProducer (producer, where) {
+  kafkajsPatchStatus()
+  return require('./kafkajs-known').checkProducer(state(), producer, where)
 }
 
 function kafkajsPatchStatus () {
@@ -391,4 +245,11 @@ function ensureKafkajsPatch (env = process.env) {
   installKafkajsPatch()
 }
 
-module.exports = { installKafkajsPatch, checkProducer, applyKafkajsPatch, ensureKafkajsPatch, turnOffKafkajsPatch, kafkajsPatchStatus, groupMessagesPerPartition, KNOWN }
+module.exports = {
+  installKafkajsPatch,
+  applyKafkajsPatch,
+  ensureKafkajsPatch,
+  turnOffKafkajsPatch,
+  kafkajsPatchStatus,
+  checkProducer,
+}
