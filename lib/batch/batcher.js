@@ -24,9 +24,8 @@ class Batcher {
   #fate
   #park // a batch waiting to retry is set aside (createParkingBatcher())
   #groups = new Map()
-  // So that no send, settle or tick walks all groups: the groups touched
-  // since the last pump, the line of groups with a batch to send (round
-  // robin), and the heap of when each group is next due.
+  // So that nothing walks all groups: the groups touched since the last
+  // pump, the line of those with a batch to send, the heap of wake-ups.
   #dirty = []
   #ready = new Fifo()
   #wake = new IndexedHeap()
