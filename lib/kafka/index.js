@@ -5,7 +5,7 @@ const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer } = require('./kafkajs-patch')
-const { kOutcome, kPerRecord } = require('./send-messages')
+const { kOutcome, kPerRecord, kMaybeAt } = require('./send-messages')
 const { Item, settleAttempt, allSettled, fates } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
@@ -444,8 +444,13 @@ class WrappedProducer {
           byTopic.set(lastTopic, list)
         }
       }
-      // A message the failed request assigned a partition goes to it again.
+      // A message the failed request assigned a partition goes to it again,
+      // and is looked for first where that request's leader may have written it.
       item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
+      if (item.maybeAt !== null) {
+        item.sent[kMaybeAt] = item.maybeAt
+        item.maybeAt = null
+      }
       item.sends++
       item.slot = list.length
       list.push(item.sent)

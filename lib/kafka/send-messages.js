@@ -45,8 +45,64 @@ const kPerRecord = Symbol.for('io-hygiene.kafkajs.per-record.v1')
 // partitioner named no partition of the topic, or threw (`thrown` has why).
 const NO_PARTITION = -1
 const PARTITIONER_THREW = -2
+// A partition batch a leader appended at `offset` and then answered with a
+// retriable error (the leader moved, or the replicas did not confirm in
+// time, while the batch waited for them): it may be in the log. On a message
+// handed to sendMessages, the place of that message's earlier copy,
+// { offset, tries }, set by wrapProducer() when it sends the message again.
+const kMaybeAt = Symbol.for('io-hygiene.kafkajs.maybe-at.v1')
+// How many attempts a batch that may be written waits for the partition's
+// leader to show it (or show something else in its place) before it is sent
+// again anyway, at the risk of a duplicate: a leader that lacks it shows
+// nothing there until some other producer writes to the partition.
+const MAX_CONFIRM_TRIES = 8
+// What a consumer reads from a partition's leader at the batch's offset.
+const CONFIRM_MAX_BYTES = 1024 * 1024
 
 const asIs = async (data) => data
+
+// Whether a record read back holds what kafkajs wrote for `ours` (a key,
+// value or header value: a Buffer, a string, or null/undefined for null).
+function sameBytes (ours, theirs) {
+  if (ours === null || ours === undefined) return theirs === null || theirs === undefined
+  if (!Buffer.isBuffer(theirs)) return false
+  if (typeof ours === 'string') return theirs.equals(Buffer.from(ours))
+  return Buffer.isBuffer(ours) && theirs.equals(ours)
+}
+
+function sameHeaders (ours, theirs) {
+  const names = ours === null || ours === undefined ? [] : Object.keys(ours)
+  if (names.length !== Object.keys(theirs ?? {}).length) return false
+  for (const name of names) {
+    const a = ours[name]
+    const b = theirs[name]
+    if (Array.isArray(a)) {
+      if (!Array.isArray(b) || a.length !== b.length || !a.every((v, i) => sameBytes(v, b[i]))) return false
+    } else if (!sameBytes(a, b)) {
+      return false
+    }
+  }
+  return true
+}
+
+function sameRecord (message, record) {
+  if (record.isControlRecord) return false
+  if (message.timestamp !== undefined && message.timestamp !== null && String(record.timestamp) !== String(message.timestamp)) return false
+  return sameBytes(message.key, record.key) && sameBytes(message.value, record.value) && sameHeaders(message.headers, record.headers)
+}
+
+// A partition's messages that an earlier attempt's answer placed at
+// consecutive offsets of the log (kMaybeAt): where the first is, and how
+// often it was looked for; null unless every one has its place.
+function maybeAtOf (messages) {
+  const first = Object.hasOwn(messages[0], kMaybeAt) ? messages[0][kMaybeAt] : undefined
+  if (first === undefined) return null
+  for (let i = 1; i < messages.length; i++) {
+    const at = Object.hasOwn(messages[i], kMaybeAt) ? messages[i][kMaybeAt] : undefined
+    if (at === undefined || at.offset !== first.offset + i) return null
+  }
+  return { offset: first.offset, tries: first.tries }
+}
 
 // The topic's partitions by id: null for each the metadata has (its batch
 // once a message goes to it), 0 for an id it lacks. Ids are 0 to n - 1; one
@@ -181,7 +237,7 @@ function createSendMessagesFactory (dir) {
         }
         for (let partition = 0; partition <= last; partition++) {
           const list = perPartition[partition]
-          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list })
+          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list, maybeAt: maybeAtOf(list) })
         }
         assigned.set(messages, partitions)
         positions.set(messages, position)
@@ -192,7 +248,7 @@ function createSendMessagesFactory (dir) {
     // What is still to send, by the node leading each partition now. A
     // partition without a leader (an election under way) or missing from
     // the metadata waits for the next attempt.
-    function perLeader (pending) {
+    function perLeader (pending, held) {
       const perTopic = new Map()
       for (const entry of pending.values()) {
         const list = perTopic.get(entry.topic)
@@ -204,7 +260,9 @@ function createSendMessagesFactory (dir) {
       for (const [topic, entries] of perTopic) {
         const leaderOf = new Map()
         for (const p of cluster.findTopicPartitionMetadata(topic)) leaderOf.set(p.partitionId, p.leader)
-        for (const { partition, messages } of entries) {
+        for (const entry of entries) {
+          if (held.has(entry)) continue
+          const { partition, messages } = entry
           const leader = leaderOf.get(partition)
           if (!Number.isInteger(leader) || leader < 0) {
             leaderless = true
@@ -218,6 +276,65 @@ function createSendMessagesFactory (dir) {
         }
       }
       return { perNode, leaderless }
+    }
+
+    // A partition batch that may be in the log (maybeAt) is looked for there
+    // before it is sent again: read from its leader at its offset, every
+    // record the same as ours, below the high watermark (committed), it is
+    // written, with that offset, and not sent twice. Something else there,
+    // or a log that ends before it: sent again. Not visible yet (the new
+    // leader's followers still catching up), or no answer: it waits for the
+    // next attempt, a bounded number of times. Returns the entries that wait.
+    async function confirm (pending, results) {
+      const held = new Set()
+      for (const [key, entry] of pending) {
+        const at = entry.maybeAt
+        if (at === null) continue
+        let seen
+        try {
+          seen = await readAt(entry, at.offset)
+        } catch (error) {
+          // A log that ends before the batch's offset does not hold it.
+          seen = error?.name === 'KafkaJSOffsetOutOfRange' ? 'absent' : 'unknown'
+        }
+        if (seen === 'written') {
+          pending.delete(key)
+          results.push({ topicName: entry.topic, partition: entry.partition, errorCode: 0, baseOffset: String(at.offset), logAppendTime: '-1', logStartOffset: '-1' })
+        } else if (seen === 'absent' || ++at.tries >= MAX_CONFIRM_TRIES) {
+          entry.maybeAt = null
+        } else {
+          held.add(entry)
+        }
+      }
+      return held
+    }
+
+    async function readAt ({ topic, partition, messages }, offset) {
+      const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)?.leader
+      if (!Number.isInteger(leader) || leader < 0) return 'unknown'
+      const broker = await cluster.findBroker({ nodeId: leader })
+      if (typeof broker.fetch !== 'function') return 'absent'
+      const { responses } = await broker.fetch({
+        replicaId: -1,
+        isolationLevel: 0,
+        maxWaitTime: 0,
+        minBytes: 1,
+        maxBytes: CONFIRM_MAX_BYTES,
+        topics: [{ topic, partitions: [{ partition, fetchOffset: String(offset), maxBytes: CONFIRM_MAX_BYTES }] }],
+      })
+      const answer = responses?.[0]?.partitions?.[0]
+      if (answer === undefined) return 'unknown'
+      const records = new Map()
+      for (const record of answer.messages ?? []) records.set(Number(record.offset), record)
+      let visible = 0
+      for (let i = 0; i < messages.length; i++) {
+        const record = records.get(offset + i)
+        if (record === undefined) continue
+        if (!sameRecord(messages[i], record)) return 'absent'
+        visible++
+      }
+      // Read below the high watermark only: all of it there is committed.
+      return visible === messages.length ? 'written' : 'unknown'
     }
 
     // One broker's part of an attempt. The broker answers each partition on
@@ -269,7 +386,7 @@ function createSendMessagesFactory (dir) {
               results.push({ topicName, ...answer })
             } else {
               eosManager.updateSequence(topicName, answer.partition, -entry.messages.length)
-              refusals.push({ key, error: createErrorFromCode(code) })
+              refusals.push({ key, error: createErrorFromCode(code), baseOffset: answer.baseOffset })
             }
           }
         }
@@ -295,7 +412,7 @@ function createSendMessagesFactory (dir) {
       let retry = null
       const outcome = () => call === null
         ? null
-        : { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry }
+        : { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, maybeAt: maybeAtOfPending(call.pending) }
       try {
         await retrier(async (bail, retryCount, retryTime) => {
           await addTopics(topics, perRecord, refusedTopics)
@@ -309,7 +426,8 @@ function createSendMessagesFactory (dir) {
           try {
             call ??= await assign(topicMessages, refusedTopics)
             const { pending } = call
-            const { perNode, leaderless } = perLeader(pending)
+            const held = hasMaybeAt(pending) ? await confirm(pending, results) : NONE_HELD
+            const { perNode, leaderless } = perLeader(pending, held)
             // Every request of the attempt settles before the next attempt:
             // a partition never has two in flight.
             // Each broker's entries, in node id order once all have settled:
@@ -330,9 +448,17 @@ function createSendMessagesFactory (dir) {
             // A partition refused for what it holds, or for good, is done:
             // only its own messages fail. One refused for where it went (a
             // moved leader, too few replicas) goes again, alone.
-            for (const { key, error } of refusals) {
+            for (const { key, error, baseOffset } of refusals) {
               if (SEQUENCE_LOST.has(error.type) || (error.retriable && !RECORD_REFUSED.has(error.type))) {
                 failure ??= error
+                // Appended, then not confirmed: the next attempt looks for it
+                // first. An idempotent producer's sequence numbers already
+                // make the broker drop a copy it holds.
+                const offset = Number(baseOffset)
+                const entry = pending.get(key)
+                if (offset >= 0 && Number.isSafeInteger(offset + entry.messages.length) && !eosManager.isInitialized()) {
+                  entry.maybeAt = { offset, tries: entry.maybeAt?.tries ?? 0 }
+                }
               } else {
                 pending.delete(key)
                 refused.set(key, error)
@@ -347,7 +473,9 @@ function createSendMessagesFactory (dir) {
             if (failure === null) {
               failure = uncovered = new KafkaJSError(leaderless
                 ? 'A partition of the request has no leader'
-                : 'A produce response did not cover every partition of its request', { retriable: true })
+                : held.size > 0
+                  ? 'A partition batch its leader may have written is not visible there yet'
+                  : 'A produce response did not cover every partition of its request', { retriable: true })
             }
           } catch (error) {
             failure = error
@@ -387,6 +515,20 @@ function createSendMessagesFactory (dir) {
   }
 }
 
+const NONE_HELD = new Set()
+
+function hasMaybeAt (pending) {
+  for (const entry of pending.values()) if (entry.maybeAt !== null) return true
+  return false
+}
+
+// "topic\0partition" -> where a batch still to send may be in the log, or null.
+function maybeAtOfPending (pending) {
+  let out = null
+  for (const [key, entry] of pending) if (entry.maybeAt !== null) (out ??= new Map()).set(key, entry.maybeAt)
+  return out
+}
+
 // kafkajs's idempotent producer keeps a lock per broker in a plain object,
 // made on first use as `locks[nodeId] || new Lock()`: while
 // Object.prototype[nodeId] is set (a moment's pollution), that value is
@@ -418,4 +560,4 @@ function unpoisoned (eosManager, dir) {
   return guarded
 }
 
-module.exports = { createSendMessagesFactory, unpoisoned, kOutcome, kPerRecord, NO_PARTITION, PARTITIONER_THREW }
+module.exports = { createSendMessagesFactory, unpoisoned, kOutcome, kPerRecord, kMaybeAt, NO_PARTITION, PARTITIONER_THREW }
