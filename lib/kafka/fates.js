@@ -135,7 +135,7 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
     } else {
       item.partition = partition
       const at = maybeAt?.get(key)
-      if (at !== undefined) item.maybeAt = { offset: at.offset + (places?.[item.slot] ?? 0), tries: at.tries }
+      if (at !== undefined) item.maybeAt = { offset: at.offset + places[item.slot], tries: at.tries }
     }
   }
   if (refusals === null) return null

@@ -62,46 +62,42 @@ const CONFIRM_MAX_BYTES = 1024 * 1024
 const asIs = async (data) => data
 
 // Whether a record read back holds what kafkajs wrote for `ours` (a key,
-// value or header value: a Buffer, a string, or null/undefined for null).
+// value or header value: a string or a Buffer; a key or value null or
+// undefined for null). A message with a timestamp of its own must have it;
+// one without was stamped by kafkajs.
 function sameBytes (ours, theirs) {
-  if (ours === null || ours === undefined) return theirs === null || theirs === undefined
-  if (!Buffer.isBuffer(theirs)) return false
-  if (typeof ours === 'string') return theirs.equals(Buffer.from(ours))
-  return Buffer.isBuffer(ours) && theirs.equals(ours)
+  if (ours === null || ours === undefined) return theirs === null
+  return Buffer.isBuffer(theirs) && theirs.equals(typeof ours === 'string' ? Buffer.from(ours) : ours)
 }
 
-function sameHeaders (ours, theirs) {
-  const names = ours === null || ours === undefined ? [] : Object.keys(ours)
-  if (names.length !== Object.keys(theirs ?? {}).length) return false
-  for (const name of names) {
-    const a = ours[name]
-    const b = theirs[name]
-    if (Array.isArray(a)) {
-      if (!Array.isArray(b) || a.length !== b.length || !a.every((v, i) => sameBytes(v, b[i]))) return false
-    } else if (!sameBytes(a, b)) {
-      return false
-    }
-  }
-  return true
+function sameHeaders (ours = {}, theirs) {
+  const names = Object.keys(ours)
+  if (names.length !== Object.keys(theirs).length) return false
+  return names.every((name) => {
+    const a = [ours[name]].flat()
+    const b = [theirs[name]].flat()
+    return a.length === b.length && a.every((value, i) => sameBytes(value, b[i]))
+  })
 }
 
 function sameRecord (message, record) {
-  if (record.isControlRecord) return false
-  if (message.timestamp !== undefined && message.timestamp !== null && String(record.timestamp) !== String(message.timestamp)) return false
-  return sameBytes(message.key, record.key) && sameBytes(message.value, record.value) && sameHeaders(message.headers, record.headers)
+  return !record.isControlRecord && (!message.timestamp || String(record.timestamp) === String(message.timestamp)) &&
+    sameBytes(message.key, record.key) && sameBytes(message.value, record.value) && sameHeaders(message.headers, record.headers)
 }
 
 // A partition's messages that an earlier attempt's answer placed at
-// consecutive offsets of the log (kMaybeAt): where the first is, and how
-// often it was looked for; null unless every one has its place.
+// consecutive offsets of the log (wrapProducer()'s kMaybeAt): where the
+// first is, and how often it was looked for; null unless every one has its
+// place.
 function maybeAtOf (messages) {
-  const first = Object.hasOwn(messages[0], kMaybeAt) ? messages[0][kMaybeAt] : undefined
+  const first = ownMaybeAt(messages[0])
   if (first === undefined) return null
-  for (let i = 1; i < messages.length; i++) {
-    const at = Object.hasOwn(messages[i], kMaybeAt) ? messages[i][kMaybeAt] : undefined
-    if (at === undefined || at.offset !== first.offset + i) return null
-  }
+  for (let i = 1; i < messages.length; i++) if (ownMaybeAt(messages[i])?.offset !== first.offset + i) return null
   return { offset: first.offset, tries: first.tries }
+}
+
+function ownMaybeAt (message) {
+  return Object.hasOwn(message, kMaybeAt) ? message[kMaybeAt] : undefined
 }
 
 // The topic's partitions by id: null for each the metadata has (its batch
@@ -237,7 +233,7 @@ function createSendMessagesFactory (dir) {
         }
         for (let partition = 0; partition <= last; partition++) {
           const list = perPartition[partition]
-          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list, maybeAt: maybeAtOf(list) })
+          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list, maybeAt: perRecord ? maybeAtOf(list) : null })
         }
         assigned.set(messages, partitions)
         positions.set(messages, position)
