@@ -673,15 +673,20 @@ t.test('what the leader holds at the offset decides: something else, or a log th
     ['half of it visible, then all', (broker) => broker.reads.length === 1 ? [record(40, '1a', { key: '1' })] : [record(40, '1a', { key: '1' }), record(41, '1b', { key: '1' })], 1],
     ['an answer without the partition, then the batch', (broker) => broker.reads.length === 1 ? undefined : [record(40, '1a', { key: '1' }), record(41, '1b', { key: '1' })], 1],
     ['a failed read, then the batch', (broker) => { if (broker.reads.length === 1) throw new Error('connection closed'); return [record(40, '1a', { key: '1' }), record(41, '1b', { key: '1' })] }, 1],
-    ['never visible', () => [], 2],
   ]
   for (const [name, read, sends] of cases) {
     const s = scripted({ leaders: [1, 1], script: appendedThenMoved, read })
     const result = await s.make(ours, { retries: 12 })(request())
     t.equal(partition1(s).length, sends, `${name}: ${sends === 1 ? 'taken as written' : 'sent again'}`)
     t.same(covered(result), [0, 1], `${name}: the call resolves`)
-    if (name === 'never visible') t.equal(s.brokers.get(1).reads.length, 4, 'looked for 4 times, then sent again')
   }
+
+  // Never visible: looked for until confirmWaitMs is over, then sent again.
+  const never = scripted({ leaders: [1, 1], script: appendedThenMoved, read: () => [] })
+  const result = await never.make(createSendMessagesFactory(dir, { confirmWaitMs: 20 }), { retries: 1000 })(request())
+  t.same(covered(result), [0, 1], 'never visible: the call resolves')
+  t.equal(partition1(never).length, 2, 'never visible: sent again once the wait is over')
+  t.ok(never.brokers.get(1).reads.length > 1, 'looked for until then')
 
   // No leader for the partition when it is to be looked for: it waits.
   let refreshes = 0
@@ -744,10 +749,10 @@ t.test('wrapProducer()\'s retry: a partition batch that may be written is looked
 t.test('wrapProducer()\'s messages are looked for only when each has its place, one after another', async (t) => {
   const { kPerRecord, kMaybeAt } = require('../lib/kafka/send-messages')
   const cases = [
-    ['each in its place', [{ offset: 40, tries: 0 }, { offset: 41, tries: 0 }], 1],
-    ['a gap', [{ offset: 40, tries: 0 }, { offset: 42, tries: 0 }], 0],
-    ['the second without one', [{ offset: 40, tries: 0 }, undefined], 0],
-    ['the first without one', [undefined, { offset: 41, tries: 0 }], 0],
+    ['each in its place', [{ offset: 40, until: Infinity }, { offset: 41, until: Infinity }], 1],
+    ['a gap', [{ offset: 40, until: Infinity }, { offset: 42, until: Infinity }], 0],
+    ['the second without one', [{ offset: 40, until: Infinity }, undefined], 0],
+    ['the first without one', [undefined, { offset: 41, until: Infinity }], 0],
   ]
   for (const [name, places, reads] of cases) {
     const s = scripted({ leaders: [1], read: () => [record(40, 'a'), record(41, 'b')] })

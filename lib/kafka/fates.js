@@ -26,7 +26,7 @@ class Item extends Pending {
     // acknowledged for it: a retry sends it to the same partition.
     this.partition = null
     // Where that request's leader appended it before answering with an
-    // error ({ offset, tries }, send-messages.js's kMaybeAt): the retry
+    // error ({ offset, until }, send-messages.js's kMaybeAt): the retry
     // looks for it there before it is sent again.
     this.maybeAt = null
     // The object handed to kafkajs for this message by the last attempt,
@@ -135,7 +135,7 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
     } else {
       item.partition = partition
       const at = maybeAt?.get(key)
-      if (at !== undefined) item.maybeAt = { offset: at.offset + places[item.slot], tries: at.tries }
+      if (at !== undefined) item.maybeAt = { offset: at.offset + places[item.slot], until: at.until }
     }
   }
   if (refusals === null) return null

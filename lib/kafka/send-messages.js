@@ -49,15 +49,16 @@ const PARTITIONER_THREW = -2
 // retriable error (the leader moved, or the replicas did not confirm in
 // time, while the batch waited for them): it may be in the log. On a message
 // handed to sendMessages, the place of that message's earlier copy,
-// { offset, tries }, set by wrapProducer() when it sends the message again.
+// { offset, until }, set by wrapProducer() when it sends the message again.
 const kMaybeAt = Symbol.for('io-hygiene.kafkajs.maybe-at.v1')
-// How many times a batch that may be written is looked for before it is
-// sent again anyway, at the risk of a duplicate: a leader that lacks it
-// shows nothing there until another producer writes to the partition, and
-// meanwhile the producer's later sends wait. With kafkajs's default retry
-// the looks are about 0, 0.3, 0.9 and 2.1 s after the answer; on a cluster
-// with leaders moved under load, a batch that was there showed within 1.5 s.
-const MAX_CONFIRM_TRIES = 4
+// How long (ms, from the answer) a batch that may be written is looked for
+// before it is sent again anyway, at the risk of a duplicate: a leader that
+// lacks it shows nothing there until another producer writes to the
+// partition, and meanwhile the producer's later sends wait. On a
+// three-node cluster with leaders moved under load, a batch that was there
+// showed 0.3-2.1 s after the answer; looked for 1.1-1.4 s, some were missed
+// and written twice.
+const CONFIRM_WAIT_MS = 3000
 // What a consumer reads from a partition's leader at the batch's offset.
 const CONFIRM_MAX_BYTES = 1024 * 1024
 
@@ -95,7 +96,7 @@ function maybeAtOf (messages) {
   const first = ownMaybeAt(messages[0])
   if (first === undefined) return null
   for (let i = 1; i < messages.length; i++) if (ownMaybeAt(messages[i])?.offset !== first.offset + i) return null
-  return { offset: first.offset, tries: first.tries }
+  return { offset: first.offset, until: first.until }
 }
 
 function ownMaybeAt (message) {
@@ -120,7 +121,8 @@ function partitionLists (partitionMetadata) {
   return lists
 }
 
-function createSendMessagesFactory (dir) {
+// `confirmWaitMs`: CONFIRM_WAIT_MS, for tests.
+function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {}) {
   const internal = (file) => require(path.join(dir, 'src', file))
   return function createSendMessages ({ logger, cluster, partitioner, eosManager, retrier }) {
     const { KafkaJSMetadataNotLoaded, KafkaJSError } = internal('errors')
@@ -282,7 +284,7 @@ function createSendMessagesFactory (dir) {
     // written, with that offset, and not sent twice. Something else there,
     // or a log that ends before it: sent again. Not visible yet (the new
     // leader's followers still catching up), or no answer: it waits for the
-    // next attempt, a bounded number of times. Returns the entries that wait.
+    // next attempt, for confirmWaitMs at most. Returns the entries that wait.
     async function confirm (pending, results) {
       const held = new Set()
       for (const [key, entry] of pending) {
@@ -298,7 +300,7 @@ function createSendMessagesFactory (dir) {
         if (seen === 'written') {
           pending.delete(key)
           results.push({ topicName: entry.topic, partition: entry.partition, errorCode: 0, baseOffset: String(at.offset), logAppendTime: '-1', logStartOffset: '-1' })
-        } else if (seen === 'absent' || ++at.tries >= MAX_CONFIRM_TRIES) {
+        } else if (seen === 'absent' || performance.now() >= at.until) {
           entry.maybeAt = null
         } else {
           held.add(entry)
@@ -455,7 +457,7 @@ function createSendMessagesFactory (dir) {
                 const offset = Number(baseOffset)
                 const entry = pending.get(key)
                 if (offset >= 0 && Number.isSafeInteger(offset + entry.messages.length) && !eosManager.isInitialized()) {
-                  entry.maybeAt = { offset, tries: entry.maybeAt?.tries ?? 0 }
+                  entry.maybeAt = { offset, until: performance.now() + confirmWaitMs }
                 }
               } else {
                 pending.delete(key)
