@@ -65,9 +65,11 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
       ? {}
       : {
           reads: [],
+          waits: [],
           async fetch (request) {
             const { topic, partitions: [{ partition, fetchOffset }] } = request.topics[0]
             this.reads.push([partition, fetchOffset])
+            this.waits.push(request.maxWaitTime)
             const messages = await read(this, request)
             return { responses: messages === undefined ? [] : [{ topicName: topic, partitions: [{ partition, errorCode: 0, highWatermark: '100', messages }] }] }
           },
@@ -656,6 +658,7 @@ t.test('a batch its leader appended, then answered with a retriable error, is lo
   const result = await s.make(ours)(request())
   t.same(partition1(s), [['1a', '1b']], 'found there: not sent twice')
   t.same(s.brokers.get(1).reads, [[1, '40']], 'read from the partition\'s leader at the batch\'s offset')
+  t.ok(s.brokers.get(1).waits[0] > 0 && s.brokers.get(1).waits[0] <= 3000, 'the read waits at the broker for it to be committed, up to 3 s from the answer')
   t.same(result.map((e) => [e.partition, e.errorCode, e.baseOffset]).sort(), [[0, 0, '0'], [1, 0, '40']], 'the call resolves with the offset it was found at')
 
   const idempotent = scripted({ leaders: [1, 1], idempotent: true, script: appendedThenMoved, read: () => t.fail('not read') })

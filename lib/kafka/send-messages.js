@@ -282,21 +282,17 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
     // before it is sent again: read from its leader at its offset, every
     // record the same as ours, below the high watermark (committed), it is
     // written, with that offset, and not sent twice. Something else there,
-    // or a log that ends before it: sent again. Not visible yet (the new
-    // leader's followers still catching up), or no answer: it waits for the
-    // next attempt, for confirmWaitMs at most. Returns the entries that wait.
+    // or a log that ends before it: sent again. The read waits at the broker
+    // until the batch is committed, up to confirmWaitMs from the answer (the
+    // new leader's followers catching up); not there by then, it is sent
+    // again. No answer or no leader yet: it waits for the next attempt.
+    // Each batch read at once. Returns the entries that wait.
     async function confirm (pending, results) {
+      const looking = []
+      for (const [key, entry] of pending) if (entry.maybeAt !== null) looking.push(look(key, entry))
       const held = new Set()
-      for (const [key, entry] of pending) {
+      for (const [key, entry, seen] of await Promise.all(looking)) {
         const at = entry.maybeAt
-        if (at === null) continue
-        let seen
-        try {
-          seen = await readAt(entry, at.offset)
-        } catch (error) {
-          // A log that ends before the batch's offset does not hold it.
-          seen = error?.name === 'KafkaJSOffsetOutOfRange' ? 'absent' : 'unknown'
-        }
         if (seen === 'written') {
           pending.delete(key)
           results.push({ topicName: entry.topic, partition: entry.partition, errorCode: 0, baseOffset: String(at.offset), logAppendTime: '-1', logStartOffset: '-1' })
@@ -309,7 +305,17 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
       return held
     }
 
-    async function readAt ({ topic, partition, messages }, offset) {
+    async function look (key, entry) {
+      const { offset, until } = entry.maybeAt
+      try {
+        return [key, entry, await readAt(entry, offset, Math.max(0, Math.ceil(until - performance.now())))]
+      } catch (error) {
+        // A log that ends before the batch's offset does not hold it.
+        return [key, entry, error?.name === 'KafkaJSOffsetOutOfRange' ? 'absent' : 'unknown']
+      }
+    }
+
+    async function readAt ({ topic, partition, messages }, offset, maxWaitTime) {
       const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)?.leader
       if (!Number.isInteger(leader) || leader < 0) return 'unknown'
       const broker = await cluster.findBroker({ nodeId: leader })
@@ -317,7 +323,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
       const { responses } = await broker.fetch({
         replicaId: -1,
         isolationLevel: 0,
-        maxWaitTime: 0,
+        maxWaitTime,
         minBytes: 1,
         maxBytes: CONFIRM_MAX_BYTES,
         topics: [{ topic, partitions: [{ partition, fetchOffset: String(offset), maxBytes: CONFIRM_MAX_BYTES }] }],
