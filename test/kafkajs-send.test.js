@@ -666,7 +666,7 @@ t.test('a batch its leader appended, then answered with a retriable error, is lo
   t.same(partition1(idempotent), [['1a', '1b'], ['1a', '1b']], 'idempotent: sent again with the same sequence numbers (the broker drops a copy it holds)')
 })
 
-t.test('what the leader holds at the offset decides: something else, or a log that ends before it, and the batch goes again; not visible yet, it waits (a bounded number of times)', async (t) => {
+t.test('what the leader holds at the offset decides: something else, or a log that ends before it, and the batch goes again; not visible yet, it waits (up to a bounded time)', async (t) => {
   const { KafkaJSOffsetOutOfRange } = require(path.join(dir, 'src/errors'))
   const cases = [
     ['another batch there', () => [record(40, 'x', { key: '1' }), record(41, '1b', { key: '1' })], 2],
