@@ -331,7 +331,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
       const answer = responses?.[0]?.partitions?.[0]
       if (answer === undefined) return 'unknown'
       const records = new Map()
-      for (const record of answer.messages ?? []) records.set(Number(record.offset), record)
+      for (const record of answer.messages) records.set(Number(record.offset), record)
       let visible = 0
       for (let i = 0; i < messages.length; i++) {
         const record = records.get(offset + i)
