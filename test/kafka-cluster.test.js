@@ -25,7 +25,7 @@ const { installKafkajsPatch, kafkajsPatchStatus } = require('../lib/kafka/kafkaj
 const undoPatch = installKafkajsPatch({ dir: path.dirname(require.resolve('kafkajs')) })
 t.teardown(undoPatch)
 const { Kafka, logLevel } = require('kafkajs')
-const { startKafkaCluster } = require('./helpers/kafka-broker')
+const { startKafkaCluster, consumeAll } = require('./helpers/kafka-broker')
 const { leaderMoveAll, outageAll, createTopic, MOVES } = require('./helpers/leader-move')
 const { wrapProducer } = require('../lib/kafka')
 
@@ -153,6 +153,62 @@ t.test('a request refused in part, for good: only the refused partition\'s calle
   for (const partition of leaders.keys()) {
     t.equal(offsets.find((o) => o.partition === partition)?.high, partition === 0 ? '1' : '2', `partition ${partition}: every resolved send in the topic, once`)
   }
+})
+
+// A leader appends a batch, then answers with an error while it waits for a
+// replica (REQUEST_TIMED_OUT here; NOT_LEADER_OR_FOLLOWER when the leader
+// moves meanwhile): the batch may be in the log, and sent again blindly it is
+// there twice. A follower of the partition is paused (SIGSTOP) until the
+// leader has answered the first request, so that the answer is the error and
+// the batch is committed once the follower catches up.
+t.test('a batch its leader appended but did not confirm is looked for before it goes again: written once, each caller with its own offset', { skip }, async (t) => {
+  const kafka = client()
+  const topic = await createTopic(kafka, 'unconfirmed')
+  const admin = kafka.admin()
+  await admin.connect()
+  let partition
+  for (let attempt = 0; partition === undefined; attempt++) {
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: [topic] })
+      partition = topics[0].partitions.find((p) => p.partitionId === 0 && p.isr.length === 3)
+    } catch (error) {
+      if (error.type !== 'UNKNOWN_TOPIC_OR_PARTITION' || attempt === 50) throw error
+    }
+    if (partition === undefined) await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  await admin.disconnect()
+  const leader = cluster.nodes.find((n) => n.nodeId === partition.leader)
+  const follower = cluster.nodes.find((n) => n.nodeId !== partition.leader)
+  // Through the leader alone: nothing of the producer's waits on the paused node.
+  const own = new Kafka({ clientId: 'io-hygiene-cluster-unconfirmed', brokers: [`127.0.0.1:${leader.port}`], logLevel: logLevel.NOTHING, retry: { maxRetryTime: 2000 } })
+  const raw = own.producer()
+  await raw.connect()
+  await raw.sendBatch({ topicMessages: [{ topic, messages: [] }] })
+  const producer = wrapProducer(raw, { flushOnSignals: false })
+  t.teardown(() => producer.disconnect())
+  let answered
+  const firstAnswer = new Promise((resolve) => { answered = resolve })
+  raw.on(raw.events.REQUEST, ({ payload }) => { if (payload.apiName === 'Produce') answered() })
+  let paused = true
+  const resume = () => {
+    if (paused) process.kill(follower.pid, 'SIGCONT')
+    paused = false
+  }
+  process.kill(follower.pid, 'SIGSTOP')
+  t.teardown(resume)
+  // One request: the broker waits 1 s for the paused replica, then answers.
+  const sends = Array.from({ length: 20 }, (_, i) => producer.send({ topic, timeout: 1000, messages: [{ partition: 0, value: `m${i}` }] }))
+  await firstAnswer
+  resume()
+  const metadata = await Promise.all(sends)
+  const records = await consumeAll(kafka, topic, sends.length)
+  const offsets = new Map()
+  for (const r of records) offsets.set(r.value, [...(offsets.get(r.value) ?? []), r.offset])
+  for (let i = 0; i < sends.length; i++) {
+    t.same(offsets.get(`m${i}`)?.length, 1, `m${i}: in the topic once`)
+    t.equal(Number(metadata[i][0].baseOffset), offsets.get(`m${i}`)?.[0], `m${i}: its caller has its record's offset`)
+  }
+  t.equal(records.length, sends.length, 'nothing else in the topic')
 })
 
 // The patch off (IO_HYGIENE_KAFKAJS=0), in a child process that loads kafkajs

@@ -7,7 +7,7 @@
 // state. The same on a real cluster: kafka-cluster.test.js.
 const t = require('tap')
 const path = require('node:path')
-const { kOutcome } = require('../lib/kafka/send-messages')
+const { kOutcome, createSendMessagesFactory } = require('../lib/kafka/send-messages')
 
 const dir = path.dirname(require.resolve('kafkajs'))
 const original = require(path.join(dir, 'src/producer/sendMessages.js'))
@@ -503,4 +503,129 @@ t.test('kafkajs\'s own calls: a partitioner that throws fails the call, nothing 
   const result = await s.make(ours)({ topicMessages: request().topicMessages })
   t.same(acks, [-1, -1], 'acks -1, as kafkajs sends it')
   t.same(covered(result), [0, 1], 'only the partitions sent')
+})
+
+// A record as kafkajs's fetch() decodes it.
+function record (offset, value, { key = null, headers = {}, timestamp = '1600000000000', isControlRecord = false } = {}) {
+  return { offset: String(offset), key: key === null ? null : Buffer.from(key), value: Buffer.from(value), headers, timestamp, isControlRecord }
+}
+
+// Broker 1 leads both partitions; its first answer says partition 1 is no
+// longer its own after it appended the batch at offset 40 (a leader that
+// moved while the batch waited for its replicas): the batch may be in the log.
+const appendedThenMoved = (broker, _, call) => call === 1 ? { errors: { 1: NOT_LEADER }, appended: { 1: '40' } } : undefined
+const partition1 = (s) => s.log.filter(([, p]) => p === 1).map(([, , , values]) => values)
+
+t.test('a batch its leader appended, then answered with a retriable error, is looked for at its offset before it goes again', async (t) => {
+  const s = scripted({ leaders: [1, 1], script: appendedThenMoved, read: () => [record(40, '1a', { key: '1' }), record(41, '1b', { key: '1' })] })
+  const result = await s.make(ours)(request())
+  t.same(partition1(s), [['1a', '1b']], 'found there: not sent twice')
+  t.same(s.brokers.get(1).reads, [[1, '40']], 'read from the partition\'s leader at the batch\'s offset')
+  t.ok(s.brokers.get(1).waits[0] > 0 && s.brokers.get(1).waits[0] <= 3000, 'the read waits at the broker for it to be committed, up to 3 s from the answer')
+  t.same(result.map((e) => [e.partition, e.errorCode, e.baseOffset]).sort(), [[0, 0, '0'], [1, 0, '40']], 'the call resolves with the offset it was found at')
+
+  const idempotent = scripted({ leaders: [1, 1], idempotent: true, script: appendedThenMoved, read: () => t.fail('not read') })
+  await idempotent.make(ours)(request())
+  t.same(partition1(idempotent), [['1a', '1b'], ['1a', '1b']], 'idempotent: sent again with the same sequence numbers (the broker drops a copy it holds)')
+})
+
+t.test('what the leader holds at the offset decides: something else, or a log that ends before it, and the batch goes again; not visible yet, it waits (up to a bounded time)', async (t) => {
+  const { KafkaJSOffsetOutOfRange } = require(path.join(dir, 'src/errors'))
+  const cases = [
+    ['another batch there', () => [record(40, 'x', { key: '1' }), record(41, '1b', { key: '1' })], 2],
+    ['a control record there', () => [record(40, '1a', { key: '1', isControlRecord: true }), record(41, '1b', { key: '1' })], 2],
+    ['another key', () => [record(40, '1a', { key: '2' }), record(41, '1b', { key: '1' })], 2],
+    ['the log ends before it', () => { throw new KafkaJSOffsetOutOfRange('out of range', { topic: 't', partition: 1 }) }, 2],
+    ['half of it visible, then all', (broker) => broker.reads.length === 1 ? [record(40, '1a', { key: '1' })] : [record(40, '1a', { key: '1' }), record(41, '1b', { key: '1' })], 1],
+    ['an answer without the partition, then the batch', (broker) => broker.reads.length === 1 ? undefined : [record(40, '1a', { key: '1' }), record(41, '1b', { key: '1' })], 1],
+    ['a failed read, then the batch', (broker) => { if (broker.reads.length === 1) throw new Error('connection closed'); return [record(40, '1a', { key: '1' }), record(41, '1b', { key: '1' })] }, 1],
+  ]
+  for (const [name, read, sends] of cases) {
+    const s = scripted({ leaders: [1, 1], script: appendedThenMoved, read })
+    const result = await s.make(ours, { retries: 12 })(request())
+    t.equal(partition1(s).length, sends, `${name}: ${sends === 1 ? 'taken as written' : 'sent again'}`)
+    t.same(covered(result), [0, 1], `${name}: the call resolves`)
+  }
+
+  // Never visible: looked for until confirmWaitMs is over, then sent again.
+  const never = scripted({ leaders: [1, 1], script: appendedThenMoved, read: () => [] })
+  const result = await never.make(createSendMessagesFactory(dir, { confirmWaitMs: 20 }), { retries: 1000 })(request())
+  t.same(covered(result), [0, 1], 'never visible: the call resolves')
+  t.equal(partition1(never).length, 2, 'never visible: sent again once the wait is over')
+  t.ok(never.brokers.get(1).reads.length > 1, 'looked for until then')
+
+  // No leader for the partition when it is to be looked for: it waits.
+  let refreshes = 0
+  const leaderless = scripted({ leaders: [1, 1], script: appendedThenMoved, onRefresh: (leaders) => { leaders[1] = ++refreshes === 1 ? -1 : 1 }, read: () => [record(40, '1a', { key: '1' }), record(41, '1b', { key: '1' })] })
+  await leaderless.make(ours, { retries: 12 })(request())
+  t.same(partition1(leaderless), [['1a', '1b']], 'no leader for a while: looked for once it has one, not sent twice')
+
+  // A broker that cannot be read from: sent again.
+  const unreadable = scripted({ leaders: [1, 1], script: appendedThenMoved })
+  await unreadable.make(ours)(request())
+  t.equal(partition1(unreadable).length, 2, 'a broker without fetch(): sent again')
+})
+
+t.test('a record read back is the same only with the same key, value, headers and own timestamp', async (t) => {
+  const messages = [
+    { partition: 0, value: 'a' },
+    { partition: 0, key: Buffer.from('k'), value: Buffer.from('b'), headers: { h: 'x', many: ['1', Buffer.from('2')] } },
+    { partition: 0, value: 'c', timestamp: '1600000000123' },
+  ]
+  const same = [
+    record(40, 'a'),
+    record(41, 'b', { key: 'k', headers: { h: Buffer.from('x'), many: [Buffer.from('1'), Buffer.from('2')] } }),
+    record(42, 'c', { timestamp: '1600000000123' }),
+  ]
+  const variants = [
+    ['the same', same, 1],
+    ['a timestamp of its own that differs', [same[0], same[1], record(42, 'c', { timestamp: '1600000000124' })], 2],
+    ['a header fewer', [same[0], record(41, 'b', { key: 'k', headers: { h: Buffer.from('x') } }), same[2]], 2],
+    ['a header value fewer', [same[0], record(41, 'b', { key: 'k', headers: { h: Buffer.from('x'), many: Buffer.from('1') } }), same[2]], 2],
+    ['a header value that differs', [same[0], record(41, 'b', { key: 'k', headers: { h: Buffer.from('y'), many: [Buffer.from('1'), Buffer.from('2')] } }), same[2]], 2],
+    ['a key where there was none', [record(40, 'a', { key: 'k' }), same[1], same[2]], 2],
+  ]
+  for (const [name, records, sends] of variants) {
+    const s = scripted({ leaders: [1], script: (broker, _, call) => call === 1 ? { errors: { 0: NOT_LEADER }, appended: { 0: '40' } } : undefined, read: () => records })
+    await s.make(ours, { retries: 12 })({ acks: -1, topicMessages: [{ topic: 't', messages }] })
+    t.equal(s.log.length, sends, `${name}: ${sends === 1 ? 'found' : 'sent again'}`)
+  }
+})
+
+t.test('wrapProducer()\'s retry: a partition batch that may be written is looked for where the failed request left it, each caller with its own offset', async (t) => {
+  // Partition 0 written; partitions 1 and 2 appended (at 40 and 70), then
+  // refused by a leader that moved: kafkajs gives up on them at once, and the
+  // wrapper's own retry looks for them first.
+  const s = scripted({
+    leaders: [1, 1, 1],
+    script: (broker, _, call) => call === 1 ? { errors: { 1: NOT_LEADER, 2: NOT_LEADER }, appended: { 1: '40', 2: '70' } } : undefined,
+    read: (broker, request) => {
+      const { partition } = request.topics[0].partitions[0]
+      return partition === 1 ? [record(40, '1-1', { key: '1' }), record(41, '1-3', { key: '1' })] : [record(70, '2-2', { key: '2' })]
+    },
+  })
+  const producer = wrapped(s, { partitioner: ({ message }) => Number(message.key), retry: { retries: 0 } })
+  const results = await Promise.all(['0', '1', '2', '1'].map((key, i) => producer.send({ topic: 't', messages: [{ key, value: `${key}-${i}` }] })))
+  t.same(results.map(([e]) => [e.partition, e.baseOffset]), [[0, '0'], [1, '40'], [2, '70'], [1, '41']], 'each caller its own record\'s offset')
+  t.same(s.log.map(([, p]) => p), [0, 1, 2], 'each partition sent once')
+  t.same(s.brokers.get(1).reads.map(([p, offset]) => [p, offset]).sort(), [[1, '40'], [2, '70']], 'looked for where the failed request left them')
+  await producer.disconnect()
+})
+
+t.test('wrapProducer()\'s messages are looked for only when each has its place, one after another', async (t) => {
+  const { kPerRecord, kMaybeAt } = require('../lib/kafka/send-messages')
+  const cases = [
+    ['each in its place', [{ offset: 40, until: Infinity }, { offset: 41, until: Infinity }], 1],
+    ['a gap', [{ offset: 40, until: Infinity }, { offset: 42, until: Infinity }], 0],
+    ['the second without one', [{ offset: 40, until: Infinity }, undefined], 0],
+    ['the first without one', [undefined, { offset: 41, until: Infinity }], 0],
+  ]
+  for (const [name, places, reads] of cases) {
+    const s = scripted({ leaders: [1], read: () => [record(40, 'a'), record(41, 'b')] })
+    const messages = ['a', 'b'].map((value, i) => places[i] === undefined ? { partition: 0, value } : { partition: 0, value, [kMaybeAt]: places[i] })
+    messages[kPerRecord] = true
+    await s.make(ours)({ acks: -1, topicMessages: [{ topic: 't', messages }] })
+    t.equal(s.brokers.get(1).reads.length, reads, `${name}: ${reads === 1 ? 'looked for' : 'sent'}`)
+    t.equal(s.log.length, 1 - reads, `${name}: ${reads === 1 ? 'not sent' : 'sent once'}`)
+  }
 })

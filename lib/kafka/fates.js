@@ -25,6 +25,10 @@ class Item extends Pending {
     // Set when such a request assigned it a partition but was not
     // acknowledged for it: a retry sends it to the same partition.
     this.partition = null
+    // Where that request's leader appended it before answering with an
+    // error ({ offset, until }, send-messages.js's kMaybeAt): the retry
+    // looks for it there before it is sent again.
+    this.maybeAt = null
     // The object handed to kafkajs for this message by the last attempt,
     // and its position in that attempt's messages array for its topic: the
     // corrected kafkajs reports partitions by position (kOutcome).
@@ -81,7 +85,7 @@ function fates (items, error, until) {
 // (its topic, its partition, its partitioner), or assigned a partition
 // still to write. Returns the messages to send again apart (the two halves
 // of each batch refused for a record), or null.
-function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate }, acks) {
+function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate, maybeAt }, acks) {
   const own = ownEntries(entries)
   let lastTopic = null
   let partitions
@@ -158,6 +162,8 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
         item.refusals++
         item.declines++
       }
+      const at = maybeAt?.get(key)
+      if (at !== undefined) item.maybeAt = { offset: at.offset + places[item.slot], until: at.until }
     }
   }
   if (refusals === null) return null

@@ -5,7 +5,7 @@ const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer } = require('./kafkajs-patch')
-const { kOutcome, kPerRecord, kMuted } = require('./send-messages')
+const { kOutcome, kPerRecord, kMuted, kMaybeAt } = require('./send-messages')
 const { Lanes } = require('./lanes')
 const { Item, settleAttempt, allSettled, fates } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
@@ -460,8 +460,13 @@ class WrappedProducer {
         held = true
         continue
       }
-      // A message the failed request assigned a partition goes to it again.
+      // A message the failed request assigned a partition goes to it again,
+      // and is looked for first where that request's leader may have written it.
       item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
+      if (item.maybeAt !== null) {
+        item.sent[kMaybeAt] = item.maybeAt
+        item.maybeAt = null
+      }
       item.sends++
       item.slot = list.length
       list.push(item.sent)

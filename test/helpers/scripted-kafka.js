@@ -16,7 +16,10 @@ const ours = createSendMessagesFactory(dir)
 // broker answers produce() through `script(broker, request, call)`, which may
 // throw a protocol error, or return the partitions to answer for (all by
 // default), or { lost: true } (written, then timed out); `onRefresh` runs on a metadata refresh (where a move shows).
-function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, idempotent = false, transactional = false }) {
+// `{ errors, appended }`: `appended`, the base offset of a partition answered
+// with an error after its leader appended the batch. `read(broker, request)`,
+// when given, is each broker's fetch(): the records it answers (or throws).
+function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, idempotent = false, transactional = false, read }) {
   const log = [] // [nodeId, partition, firstSequence, messages]
   const waiters = new Set() // produced()'s
   const inFlight = new Map()
@@ -40,18 +43,32 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
         // An array: the partitions answered; { errors }: every partition
         // answered, these with an error code.
         const errors = new Map(Object.entries(Array.isArray(answer) ? {} : answer?.errors ?? {}).map(([p, code]) => [Number(p), code]))
+        const appended = answer?.appended ?? {}
         const answered = Array.isArray(answer) ? answer : undefined
         return {
           topics: request.topicData.map(({ topic, partitions }) => ({
             topicName: topic,
             partitions: partitions.filter((p) => answered === undefined || answered.includes(p.partition))
-              .map((p) => ({ partition: p.partition, errorCode: errors.get(p.partition) ?? 0, baseOffset: errors.has(p.partition) ? '-1' : '0', logAppendTime: '-1', logStartOffset: '0' })),
+              .map((p) => ({ partition: p.partition, errorCode: errors.get(p.partition) ?? 0, baseOffset: errors.has(p.partition) ? appended[p.partition] ?? '-1' : '0', logAppendTime: '-1', logStartOffset: '0' })),
           })),
         }
       } finally {
         inFlight.set(nodeId, inFlight.get(nodeId) - 1)
       }
     },
+    ...(read === undefined
+      ? {}
+      : {
+          reads: [],
+          waits: [],
+          async fetch (request) {
+            const { topic, partitions: [{ partition, fetchOffset }] } = request.topics[0]
+            this.reads.push([partition, fetchOffset])
+            this.waits.push(request.maxWaitTime)
+            const messages = await read(this, request)
+            return { responses: messages === undefined ? [] : [{ topicName: topic, partitions: [{ partition, errorCode: 0, highWatermark: '100', messages }] }] }
+          },
+        }),
   }]))
   const cluster = {
     targetTopics: new Set(),
@@ -100,7 +117,7 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
     logger,
     cluster,
     eosManager: eos,
-    partitioner: ({ message }) => Number(message.key),
+    partitioner: ({ message }) => message.partition ?? Number(message.key),
     retrier: createRetry({ initialRetryTime: 1, maxRetryTime: 5, factor: 0, multiplier: 1, ...retry }),
   })
   // Resolves once a request the brokers took has logged an entry that
