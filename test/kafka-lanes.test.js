@@ -190,3 +190,34 @@ t.test('disconnect() with a timeout rejects a batch set aside to retry, saying w
   await t.rejects(stuck, { code: 'ERR_IO_HYGIENE_TIMEOUT', written: false, cause: { type: 'NOT_ENOUGH_REPLICAS' } }, 'the stuck send, not written, with the broker\'s answer')
   t.equal(producer.stats().queued + producer.stats().inFlight, 0, 'nothing left behind')
 })
+
+t.test('a batch sent again with one record still held back: the other goes, and its own fate (written, or refused for good) is not the held one\'s', async (t) => {
+  for (const second of ['written', 'refused']) {
+    // Partition 1 (broker 1) refuses until healed; partition 2 (broker 2)
+    // refuses its first request for a while, then writes or fails for good.
+    let healed = false
+    let calls = 0
+    const s = scripted({
+      leaders: [1, 1, 2],
+      script: (broker) => {
+        if (broker.nodeId === 1 && !healed) return { errors: { 1: NOT_ENOUGH_REPLICAS } }
+        if (broker.nodeId === 2 && ++calls === 1) return { errors: { 2: NOT_ENOUGH_REPLICAS } }
+        if (broker.nodeId === 2 && second === 'refused') throw createErrorFromCode(CLUSTER_AUTHORIZATION_FAILED)
+      },
+    })
+    const producer = wrapped(s, { partitioner: byKey, wrap: { retryBackoffMs: 20, maxRetryBackoffMs: 20, deliveryTimeoutMs: 10_000 } })
+    const first = partitionsOf(producer.send({ topic: 't', messages: [{ key: '1', value: 'a1' }] }))
+    await s.produced(([, p]) => p === 1)
+    // One batch: b1 behind a1, b2 to the other broker.
+    const b1 = partitionsOf(producer.send({ topic: 't', messages: [{ key: '1', value: 'b1' }] }))
+    const b2 = partitionsOf(producer.send({ topic: 't', messages: [{ key: '2', value: 'b2' }] }))
+    const other = await b2
+    if (second === 'written') t.same(other, [2], 'b2 written at its second attempt, b1 still held')
+    else t.match(other, { code: 'ERR_IO_HYGIENE_KAFKA_SEND_FAILED', cause: { type: 'CLUSTER_AUTHORIZATION_FAILED' } }, 'b2 refused for good at its second attempt')
+    t.same(sentTo(s, 1).flat().filter((v) => v === 'b1'), [], `${second}: b1 never sent while a1 waits`)
+    healed = true
+    t.same(await Promise.all([first, b1]), [[1], [1]], `${second}: once partition 1 takes them, a1 and b1 are written`)
+    t.same(sentTo(s, 1).flat().filter((v, i, all) => all.indexOf(v) === i), ['a1', 'b1'], `${second}: in send order`)
+    await producer.disconnect()
+  }
+})
