@@ -323,6 +323,30 @@ t.test('uninstall() takes the files out of require.cache while kafkajs is not lo
   }
 })
 
+t.test('an entry\'s lookup paths are Node\'s own, worked out when first read (not at install), and can be set', async (t) => {
+  const { code, stdout, stderr } = await run(`${report}
+    const Module = require('node:module')
+    const path = require('node:path')
+    const original = Module._nodeModulePaths
+    let asked = 0
+    const kafkajs = path.dirname(require.resolve('kafkajs')) + path.sep
+    Module._nodeModulePaths = function (from) {
+      if (from.startsWith(kafkajs)) asked++
+      return original.call(this, from)
+    }
+    const io = require('io-hygiene')
+    io.install({ dns: false, http: false })
+    const atInstall = asked
+    const [grouping, record] = ['src/producer/groupMessagesPerPartition', 'src/protocol/recordBatch/record/v0/index'].map((name) => require.cache[require.resolve('kafkajs/' + name)])
+    const paths = grouping.paths
+    const same = JSON.stringify(paths) === JSON.stringify(original(path.dirname(grouping.filename))) && grouping.paths === paths
+    record.paths = ['elsewhere']
+    done({ atInstall, same, set: record.paths })
+  `)
+  t.equal(code, 0, stderr)
+  t.same(JSON.parse(stdout), { status: 'patched', warnings: [], atInstall: 0, same: true, set: ['elsewhere'] })
+})
+
 t.test('a send on a producer that was never connected fails at once, as kafkajs does, with a coded error', async (t) => {
   const { Kafka, logLevel } = require('kafkajs')
   const { wrapProducer } = require('../lib/kafka')

@@ -201,10 +201,18 @@ function putInPlace (s, dir) {
 }
 
 // A module for `filename` that requires relative to it, as Node's loader makes.
+// Its lookup paths are worked out when first read: most processes never do,
+// and three of them cost a start as much as a small file's load.
 function moduleAt (filename) {
   const m = new Module(filename, null)
   m.filename = filename
-  m.paths = Module._nodeModulePaths(path.dirname(filename))
+  const set = (value) => Object.defineProperty(m, 'paths', { value, writable: true, enumerable: true, configurable: true }).paths
+  Object.defineProperty(m, 'paths', {
+    get: () => set(Module._nodeModulePaths(path.dirname(filename))),
+    set,
+    enumerable: true,
+    configurable: true,
+  })
   return m
 }
 
