@@ -234,12 +234,12 @@ class WrappedProducer {
     return this.#producer.logger()
   }
 
-  // Transactions are not batched: the queue is flushed first, so messages
-  // sent before the transaction began are written before it, and the caller
-  // gets kafkajs's own transaction, whose sends go straight to kafkajs.
-  // commit() therefore covers exactly the sends made on the transaction.
+  // Not batched: kafkajs's own transaction, whose sends have a producer id of
+  // their own, so the broker orders nothing between them and ours (as between
+  // two producers). Like the Java producer's beginTransaction(), it waits for
+  // no send: what is queued goes at once, unlingered.
   async transaction () {
-    await this.#batcher.flush()
+    this.#batcher.sendNow()
     return this.#producer.transaction()
   }
 
