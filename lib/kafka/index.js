@@ -137,7 +137,7 @@ class WrappedProducer {
   // Messages the batcher counts as flushed that reject (Unwritten): stats()
   // counts them as rejected.
   #unwritten = 0
-  #lanes = new Lanes()
+  #lanes = new Lanes((batch) => this.#batcher.wake(batch))
 
   constructor (producer, options, corrected) {
     this.#producer = producer
@@ -488,7 +488,7 @@ class WrappedProducer {
         throw new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
       }
       const outcome = error?.[kOutcome]
-      const apart = outcome === null || outcome === undefined ? null : settleAttempt(items, byTopic, outcome, acks)
+      const apart = outcome === null || outcome === undefined ? null : settleAttempt(items, byTopic, outcome, acks, this.#lanes)
       if (apart !== null) await this.#sendApart(apart)
       if (allSettled(items)) return fates(items)
       if (apart === null && isEncodingFailure(error)) return this.#produceApart(items, error)
@@ -508,7 +508,7 @@ class WrappedProducer {
     if (!Array.isArray(metadata)) metadata = NO_METADATA
     const outcome = metadata[kOutcome]
     if (outcome !== undefined) {
-      const apart = settleAttempt(items, byTopic, outcome, acks)
+      const apart = settleAttempt(items, byTopic, outcome, acks, this.#lanes)
       if (apart !== null) await this.#sendApart(apart)
       if (allSettled(items)) return fates(items)
       // (Held back in its partition by kafkajs: kMuted.)
