@@ -30,9 +30,11 @@ t.test('transaction() sends what is queued at once, without lingering', async (t
   let release
   const held = new Promise((resolve) => { release = resolve })
   const s = scripted({ leaders: [1], script: (broker, request, call) => call === 1 ? held : undefined })
-  const producer = wrapped(s, { partitioner: () => 0, wrap: { lingerMs: 60_000 } })
+  // A linger longer than the test's timeout: without transaction(), the
+  // queued send would not go before it.
+  const producer = wrapped(s, { partitioner: () => 0, wrap: { lingerMs: 3_600_000 } })
   const first = producer.send({ topic: 'a', messages: [{ value: 'first' }] })
-  // Made while the first is in flight: it lingers (a minute here).
+  // Made while the first is in flight: it lingers.
   await new Promise((resolve) => setImmediate(resolve))
   const queued = producer.send({ topic: 'a', messages: [{ value: 'queued' }] })
   await producer.transaction()
