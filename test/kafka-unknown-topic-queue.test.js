@@ -1,13 +1,12 @@
 'use strict'
 
-// Review 2: with auto-creation asked (kafkajs's default), each batch's
-// records to an unknown topic are asked for a few times before they reject,
-// and a later batch's records to that topic wait in the topic's lane until
-// the earlier one has rejected, then start their own attempts. A code path
-// that keeps sending to a misspelled topic (the case: once a second)
-// is served one batch at a time: each caller's rejection waits for every
-// earlier caller's attempts, and the queue of them grows until their
-// deadline. Plain kafkajs gives each call its own retries, side by side.
+// With auto-creation asked (kafkajs's default), records to a topic the
+// cluster does not know are asked for a few times before they reject, and a
+// later batch's records to it wait in the topic's lane (in call order, for
+// when it is created). Each ask counts for every record waiting there, so
+// that a code path sending to a misspelled topic (once a second) gets each
+// caller's rejection after its own asks, as plain kafkajs gives each call its
+// own retries, and not after every earlier caller's: no queue builds up.
 const t = require('tap')
 const path = require('node:path')
 const { scripted, wrapped, dir } = require('./helpers/scripted-kafka')
