@@ -52,6 +52,14 @@ class Item extends Pending {
 // kafkajs's default retries of a topic its cluster does not know.
 const UNKNOWN_TOPIC_ATTEMPTS = 5
 
+// A topic the cluster does not know may be one it is creating (auto-creation
+// answers so at first): asked again a few times, as kafkajs retries it, before
+// its callers are refused.
+function unknownTopic (item, error) {
+  if (item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
+  else item.written = new Unwritten(error, mayBeWritten(item))
+}
+
 // What the broker refuses for what a batch holds, not where it went: narrowed
 // to the message at fault by sending the batch again apart.
 const RECORD_REFUSED = new Set(['INVALID_RECORD', 'MESSAGE_TOO_LARGE', 'INVALID_TIMESTAMP', 'CORRUPT_MESSAGE', 'RECORD_LIST_TOO_LARGE'])
@@ -85,7 +93,7 @@ function fates (items, error, until) {
 // (its topic, its partition, its partitioner), or assigned a partition
 // still to write. Returns the messages to send again apart (the two halves
 // of each batch refused for a record), or null.
-function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate, maybeAt }, acks) {
+function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate, maybeAt }, acks, lanes) {
   const own = ownEntries(entries)
   let lastTopic = null
   let partitions
@@ -94,6 +102,7 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
   let topicRefused
   let topicMuted
   let refusals = null // "topic\0partition" -> its refused messages
+  let unknown = null // the topics asked for and not known yet
   for (let i = 0; i < items.length; i++) {
     const item = items[i]
     // Settled, or held back (not in this attempt).
@@ -108,13 +117,14 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       topicRefused = topics?.get(lastTopic)
     }
     if (topicRefused !== undefined) {
-      // A topic the cluster does not know may be one it is creating (auto-
-      // creation answers so at first): asked again a few times, as kafkajs
-      // retries it, before its callers are refused.
-      // Unless the producer does not ask for it: then at the first answer
-      // (send-messages.js refuses only a topic it never had).
-      if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && autoCreate !== false && item.sends < UNKNOWN_TOPIC_ATTEMPTS) item.refusals++
-      else item.written = new Unwritten(topicRefused, mayBeWritten(item))
+      // Refused at the first answer unless the producer asks for auto-
+      // creation (send-messages.js refuses only a topic it never had).
+      if (topicRefused.type === 'UNKNOWN_TOPIC_OR_PARTITION' && autoCreate !== false) {
+        unknownTopic(item, topicRefused)
+        ;(unknown ??= new Set()).add(lastTopic)
+      } else {
+        item.written = new Unwritten(topicRefused, mayBeWritten(item))
+      }
       continue
     }
     const partition = partitions?.[item.slot]
@@ -164,6 +174,18 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       }
       const at = maybeAt?.get(key)
       if (at !== undefined) item.maybeAt = { offset: at.offset + places[item.slot], until: at.until }
+    }
+  }
+  // The records that wait behind this attempt in such a topic's lane (in
+  // call order, for when it is created) were asked for with it: each is
+  // refused after its own attempts, not after every earlier batch's.
+  if (unknown !== null) {
+    for (const topic of unknown) {
+      const error = topics.get(topic)
+      lanes.asked(topic, items[0].token, (item) => {
+        item.sends++
+        unknownTopic(item, error)
+      })
     }
   }
   if (refusals === null) return null

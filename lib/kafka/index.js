@@ -137,7 +137,7 @@ class WrappedProducer {
   // Messages the batcher counts as flushed that reject (Unwritten): stats()
   // counts them as rejected.
   #unwritten = 0
-  #lanes = new Lanes()
+  #lanes = new Lanes((batch) => this.#batcher.wake(batch))
 
   constructor (producer, options, corrected) {
     this.#producer = producer
@@ -234,12 +234,12 @@ class WrappedProducer {
     return this.#producer.logger()
   }
 
-  // Transactions are not batched: the queue is flushed first, so messages
-  // sent before the transaction began are written before it, and the caller
-  // gets kafkajs's own transaction, whose sends go straight to kafkajs.
-  // commit() therefore covers exactly the sends made on the transaction.
+  // Not batched: kafkajs's own transaction, whose sends have a producer id of
+  // their own, so the broker orders nothing between them and ours (as between
+  // two producers). Like the Java producer's beginTransaction(), it waits for
+  // no send: what is queued goes at once, unlingered.
   async transaction () {
-    await this.#batcher.flush()
+    this.#batcher.sendNow()
     return this.#producer.transaction()
   }
 
@@ -488,7 +488,7 @@ class WrappedProducer {
         throw new ERR_IO_HYGIENE_NOT_CONNECTED('the kafka producer', { cause: error })
       }
       const outcome = error?.[kOutcome]
-      const apart = outcome === null || outcome === undefined ? null : settleAttempt(items, byTopic, outcome, acks)
+      const apart = outcome === null || outcome === undefined ? null : settleAttempt(items, byTopic, outcome, acks, this.#lanes)
       if (apart !== null) await this.#sendApart(apart)
       if (allSettled(items)) return fates(items)
       if (apart === null && isEncodingFailure(error)) return this.#produceApart(items, error)
@@ -508,7 +508,7 @@ class WrappedProducer {
     if (!Array.isArray(metadata)) metadata = NO_METADATA
     const outcome = metadata[kOutcome]
     if (outcome !== undefined) {
-      const apart = settleAttempt(items, byTopic, outcome, acks)
+      const apart = settleAttempt(items, byTopic, outcome, acks, this.#lanes)
       if (apart !== null) await this.#sendApart(apart)
       if (allSettled(items)) return fates(items)
       // (Held back in its partition by kafkajs: kMuted.)

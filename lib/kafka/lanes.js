@@ -62,6 +62,11 @@ class Lanes {
   // The earliest push time of the records an attempt was held behind: their
   // deadline is when it must look again, if nothing wakes it first.
   #heldBehind = Infinity
+  #wake // a held batch may go now (the batcher's wake())
+
+  constructor (wake) {
+    this.#wake = wake
+  }
 
   get size () {
     return this.#lanes.size
@@ -101,6 +106,28 @@ class Lanes {
       let joined = this.#lanes.get(key)
       if (joined === undefined) this.#lanes.set(key, (joined = new Lane(item.topic, item.partition)))
       joined.add(item)
+    }
+  }
+
+  // The cluster was asked for `topic` by batch `token`'s attempt and does
+  // not know it yet: `ask(item)` for each record waiting in the topic's lane
+  // behind other batches, as if it had asked too. A batch with a record it
+  // settled is woken, to report it.
+  asked (topic, token, ask) {
+    const lane = this.#lanes.get(`${topic}\0`)
+    if (lane === undefined) return
+    for (const { token: other, items, at } of lane.entries) {
+      if (other === token) continue
+      let settled = false
+      for (let i = at; i < items.length; i++) {
+        const item = items[i]
+        // Only one still waiting for the topic (not past its deadline).
+        if (isLive(item) && item.partition === null) {
+          ask(item)
+          settled ||= item.written !== null
+        }
+      }
+      if (settled) this.#wake(other)
     }
   }
 
