@@ -92,13 +92,15 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
     removeBroker () {},
   }
   let sequences = {}
+  // A fresh producer id, as InitProducerId gives, at each renewal.
+  let producerId = 7
   const eos = {
     initProducerIds: 0,
     added: [],
     isTransactional: () => transactional,
     async addPartitionsToTransaction (topicData) { this.added.push(topicData.map(({ topic, partitions }) => [topic, partitions.map((p) => p.partition)])) },
     isInitialized: () => idempotent,
-    getProducerId: () => idempotent ? 7 : -1,
+    getProducerId: () => idempotent ? producerId : -1,
     getProducerEpoch: () => 0,
     getTransactionalId: () => 'tx',
     getSequence: (topic, partition) => sequences[`${topic}:${partition}`] ?? 0,
@@ -109,6 +111,7 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
     async releaseBrokerLock () {},
     async initProducerId () {
       this.initProducerIds++
+      producerId++
       sequences = {}
     },
   }
