@@ -396,7 +396,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
             if (code === 0 || code === undefined || code === DUPLICATE_SEQUENCE_NUMBER) {
               pending.delete(key)
               results.push({ topicName, ...answer })
-              if (tracked) sequences.settled(key)
+              if (tracked) sequences.settled(key, entry.sentAs)
             } else {
               if (as === null) eosManager.updateSequence(topicName, answer.partition, -entry.messages.length)
               const error = createErrorFromCode(code)
@@ -502,7 +502,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
               // An idempotent batch going again that the broker does not
               // follow on from: not in the log if sent whole, else unknowable.
               const lost = SEQUENCE_LOST.has(error.type)
-              if (lost ? pending.get(key).sentAs === null || sequences.lost(key, pending.get(key)) : error.retriable && !RECORD_REFUSED.has(error.type)) {
+              if (lost ? pending.get(key).sentAs === null || sequences.lost(pending.get(key)) : error.retriable && !RECORD_REFUSED.has(error.type)) {
                 failure ??= error
                 // Refused with nothing appended (no offset): as good as not sent.
                 if (NOT_APPENDED.has(error.type) && !(Number(baseOffset) >= 0)) declined.add(key)
@@ -515,9 +515,9 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
                   entry.maybeAt = { offset, until: performance.now() + confirmWaitMs }
                 }
               } else {
+                if (!lost) sequences.settled(key, pending.get(key).sentAs)
                 pending.delete(key)
                 refused.set(key, error)
-                if (!lost) sequences.settled(key)
               }
             }
             if (pending.size === 0) {

@@ -61,9 +61,10 @@ class Sequences {
   }
 
   // Takes out of a broker's `topicData` the partition batches that go again
-  // under another producer id or epoch than the producer's, or whose
-  // sequence number it no longer holds: each group in a request of its own,
-  // with what it went with. Null when there are none.
+  // under another producer id or epoch than the producer's: each group in a
+  // request of its own, with what it went with. Null when there are none.
+  // (Under the producer's own, the producer's next sequence number for the
+  // partition is the batch's first: mustRenew() saw to it.)
   asWent (topicData) {
     let went = null
     const id = this.#eos.getProducerId()
@@ -72,7 +73,7 @@ class Sequences {
       const { topic, partitions } = topicData[t]
       for (let i = 0; i < partitions.length; i++) {
         const as = partitions[i].entry.sentAs
-        if (as === null || (as.producerId === id && as.producerEpoch === epoch && this.#eos.getSequence(topic, partitions[i].partition) === as.firstSequence)) continue
+        if (as === null || (as.producerId === id && as.producerEpoch === epoch)) continue
         went ??= new Map()
         const group = `${as.producerId}:${as.producerEpoch}`
         let data = went.get(group)
@@ -101,9 +102,10 @@ class Sequences {
     this.#open.set(`${topic}\0${p.partition}`, as)
   }
 
-  // The partition's batch was written, or refused for good for what it holds.
-  settled (key) {
-    this.#open.delete(key)
+  // The partition's batch (`as`: what it went with, null for a new one) was
+  // written, or refused for good for what it holds.
+  settled (key, as) {
+    if (this.#open.get(key) === as) this.#open.delete(key)
   }
 
   // The broker answered a batch going again that it does not follow on from
@@ -112,12 +114,11 @@ class Sequences {
   // that producer's last batch there, and a copy): its records go as a new
   // batch (true). Part of it (the rest expired): the broker may hold the
   // whole, so they cannot go again (false).
-  lost (key, entry, count) {
+  lost (entry) {
     const as = entry.sentAs
-    if (count !== as.count) return false
+    if (entry.messages.length !== as.count) return false
     as.absent = true
     entry.sentAs = null
-    if (this.#open.get(key) === as) this.#open.delete(key)
     return true
   }
 }
