@@ -582,7 +582,7 @@ function mayBeAppended (error, baseOffset) {
 
 // The request's batch for a partition.
 function sentOf (topicData, topic, partition) {
-  for (const data of topicData) if (data.topic === topic) for (const p of data.partitions) if (p.partition === partition) return p
+  return topicData.find((data) => data.topic === topic).partitions.find((p) => p.partition === partition)
 }
 
 function hasMaybeAt (pending) {
