@@ -283,7 +283,7 @@ t.test('the result lists the partitions in kafkajs\'s order, whichever broker an
 // Object.prototype (kafka-differential.test.js has the real one): a fresh
 // producer id, and the attempt retried; anything else is kafkajs's to say.
 t.test('a broker lock that is not a lock: a retriable error, then a fresh producer id before the next lock; any other failure unchanged', async (t) => {
-  const { unpoisoned } = require('../lib/kafka/send-messages')
+  const { unpoisoned } = require('../lib/kafka/unpoisoned')
   const make = ({ transactional = false, errors }) => {
     const calls = { inits: 0, acquired: 0 }
     const eos = {

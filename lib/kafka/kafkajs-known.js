@@ -74,7 +74,8 @@ function isKnownKafkajs (dir) {
 
 // The corrected sendMessages (send-messages.js), remembering each producer it
 // serves.
-function remembering (s, { createSendMessagesFactory, unpoisoned }, dir) {
+function remembering (s, { createSendMessagesFactory }, dir) {
+  const { unpoisoned } = require('./unpoisoned')
   const createSendMessages = createSendMessagesFactory(dir)
   return function (options) {
     s.loggers.add(options.logger)

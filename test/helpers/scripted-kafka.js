@@ -44,11 +44,14 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
         // answered, these with an error code.
         const errors = new Map(Object.entries(Array.isArray(answer) ? {} : answer?.errors ?? {}).map(([p, code]) => [Number(p), code]))
         const appended = answer?.appended ?? {}
+        // { errors, omit }: these partitions left out of the answer.
         const answered = Array.isArray(answer) ? answer : undefined
+        const omitted = answer?.omit ?? []
         return {
           topics: request.topicData.map(({ topic, partitions }) => ({
             topicName: topic,
             partitions: partitions.filter((p) => answered === undefined || answered.includes(p.partition))
+              .filter((p) => !omitted.includes(p.partition))
               .map((p) => ({ partition: p.partition, errorCode: errors.get(p.partition) ?? 0, baseOffset: errors.has(p.partition) ? appended[p.partition] ?? '-1' : '0', logAppendTime: '-1', logStartOffset: '0' })),
           })),
         }
@@ -92,13 +95,15 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
     removeBroker () {},
   }
   let sequences = {}
+  // A fresh producer id, as InitProducerId gives, at each renewal.
+  let producerId = 7
   const eos = {
     initProducerIds: 0,
     added: [],
     isTransactional: () => transactional,
     async addPartitionsToTransaction (topicData) { this.added.push(topicData.map(({ topic, partitions }) => [topic, partitions.map((p) => p.partition)])) },
     isInitialized: () => idempotent,
-    getProducerId: () => idempotent ? 7 : -1,
+    getProducerId: () => idempotent ? producerId : -1,
     getProducerEpoch: () => 0,
     getTransactionalId: () => 'tx',
     getSequence: (topic, partition) => sequences[`${topic}:${partition}`] ?? 0,
@@ -109,6 +114,7 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
     async releaseBrokerLock () {},
     async initProducerId () {
       this.initProducerIds++
+      producerId++
       sequences = {}
     },
   }
