@@ -5,7 +5,7 @@
 // of each. A batch carries callers; it never merges their fates.
 const { Retry, Pending } = require('../batch')
 const { NO_PARTITION, PARTITIONER_THREW, kMuted } = require('./send-messages')
-const { NO_METADATA, Unwritten, ownEntries, atPosition } = require('./outcomes')
+const { NO_METADATA, Unwritten, ownEntries, freezeEntry, atPosition } = require('./outcomes')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, describe } = require('../core/errors')
 
 // The batcher works on messages: the one record a message costs us besides
@@ -26,8 +26,9 @@ class Item extends Pending {
     // acknowledged for it: a retry sends it to the same partition.
     this.partition = null
     // Where that request's leader appended it before answering with an
-    // error ({ offset, until }, send-messages.js's kMaybeAt): the retry
-    // looks for it there before it is sent again.
+    // error: { at, place }, `at` its partition batch's read-back
+    // (read-back.js), `place` its own in that batch. Its partition waits
+    // for the read-back's answer (inDoubt()) before it is sent again.
     this.maybeAt = null
     // The object handed to kafkajs for this message by the last attempt,
     // and its position in that attempt's messages array for its topic: the
@@ -163,7 +164,7 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
         item.declines++
       }
       const at = maybeAt?.get(key)
-      if (at !== undefined) item.maybeAt = { offset: at.offset + places[item.slot], until: at.until }
+      if (at !== undefined) item.maybeAt = { at, place: places[item.slot] }
     }
   }
   if (refusals === null) return null
@@ -188,4 +189,28 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
   return apart
 }
 
-module.exports = { Item, settleAttempt, allSettled, fates }
+// A message its partition's leader may have appended (item.maybeAt), at an
+// attempt: Infinity once found there (written, with its own record's
+// offset), or not found, or not seen in time (to send again, as any other);
+// else when its read-back ends at the latest, until which it is held back.
+function inDoubt (item, now) {
+  const { at, place } = item.maybeAt
+  if (at.seen === 'written') {
+    item.written = atPosition(at.own ??= freezeEntry(at.entry), place)
+  } else if (at.seen === null && now < at.until) {
+    return at.until
+  }
+  item.maybeAt = null
+  return Infinity
+}
+
+// After an attempt that held messages back for a read-back: `batch` is
+// woken once its answer is known.
+function wakeOnReadBack (items, batch, wake) {
+  for (let i = 0; i < items.length; i++) {
+    const at = items[i].maybeAt?.at
+    if (at !== undefined && at.seen === null) at.wake ??= () => wake(batch)
+  }
+}
+
+module.exports = { Item, settleAttempt, allSettled, fates, inDoubt, wakeOnReadBack }
