@@ -156,4 +156,39 @@ t.test('flush() waits for a batch being read back; close() past its timeout reje
   t.equal(error.written, 'unknown', 'and may have been written')
   t.equal(closing.stats().rejected, 1, 'counted as rejected')
   t.same(sentTo(s2, 1), [['1-a']], 'not sent again')
+
+  // Disconnected: the read-back reads no more (kafkajs would connect again).
+  let stopped
+  const stop = new Promise((resolve) => { stopped = resolve })
+  s2.cluster.isConnected = () => {
+    stopped()
+    return false
+  }
+  stalled.release()
+  await stop
+  await new Promise((resolve) => setImmediate(resolve))
+  t.equal(s2.brokers.get(1).reads.length, 1, 'once the producer is disconnected, not read again')
+})
+
+t.test('an answer that comes while the batch\'s other messages are being sent is not waited for until the end of the wait', { timeout: 30000 }, async (t) => {
+  // The first request: partition 1 appended, then refused (read back);
+  // partition 0 refused with nothing appended (sent again). The read-back's
+  // answer comes while partition 0's second request is out.
+  const gate = gatedRead(t, [record(40, '1-a', '1')])
+  const script = async (broker, _, call) => {
+    if (call === 1) return { errors: { 0: 19, 1: NOT_LEADER }, appended: { 1: '40' } }
+    if (call === 2) {
+      gate.release()
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+  const s = scripted({ leaders: [1, 1], script, read: gate.read })
+  // A wait longer than the test's own timeout: only the answer ends it.
+  const factory = createSendMessagesFactory(dir, { confirmWaitMs: 60_000 })
+  const producer = wrapped(s, { partitioner: byKey, factory })
+  t.teardown(() => producer.disconnect())
+  const [[one], [zero]] = await Promise.all(['1', '0'].map((key) => producer.send({ topic: 't', messages: [{ key, value: `${key}-a` }] })))
+  t.same([one.partition, one.baseOffset], [1, '40'], 'found, once its answer came')
+  t.equal(zero.partition, 0)
+  t.same(sentTo(s, 1), [['1-a']], 'not sent twice')
 })

@@ -190,22 +190,33 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
 }
 
 // A message its partition's leader may have appended (item.maybeAt), at an
-// attempt: Infinity once found there (written, with its own record's
-// offset), or not found, or not seen in time (to send again, as any other);
-// else when its read-back ends at the latest, until which it is held back.
+// attempt: held back (true) while its read-back has no answer and has time
+// left; else found there (written, with its own record's offset), or not
+// found, or not seen in time (to send again, as any other).
 function inDoubt (item, now) {
   const { at, place } = item.maybeAt
-  if (at.seen === 'written') {
-    item.written = atPosition(at.own ??= freezeEntry(at.entry), place)
-  } else if (at.seen === null && now < at.until) {
-    return at.until
-  }
+  if (at.seen === null && now < at.until) return true
+  if (at.seen === 'written') item.written = atPosition(at.own ??= freezeEntry(at.entry), place)
   item.maybeAt = null
-  return Infinity
+  return false
 }
 
-// After an attempt that held messages back for a read-back: `batch` is
-// woken once its answer is known.
+// When the read-backs that hold messages of `items` back end at the latest:
+// 0 (at once) if one has its answer already (it came while the attempt that
+// held them was out).
+function readBackEnd (items) {
+  let end = Infinity
+  for (let i = 0; i < items.length; i++) {
+    const at = items[i].written === null ? items[i].maybeAt?.at : undefined
+    if (at === undefined) continue
+    if (at.seen !== null) return 0
+    end = Math.min(end, at.until)
+  }
+  return end
+}
+
+// After an attempt that left messages to read back: `batch` is woken once
+// the answer is known.
 function wakeOnReadBack (items, batch, wake) {
   for (let i = 0; i < items.length; i++) {
     const at = items[i].maybeAt?.at
@@ -213,4 +224,4 @@ function wakeOnReadBack (items, batch, wake) {
   }
 }
 
-module.exports = { Item, settleAttempt, allSettled, fates, inDoubt, wakeOnReadBack }
+module.exports = { Item, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack }

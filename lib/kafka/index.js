@@ -7,7 +7,7 @@ const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer } = require('./kafkajs-patch')
 const { kOutcome, kPerRecord, kMuted } = require('./send-messages')
 const { Lanes } = require('./lanes')
-const { Item, settleAttempt, allSettled, fates, inDoubt, wakeOnReadBack } = require('./fates')
+const { Item, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, isBatchableTimestamp, compressedBound, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
 const { librdkafkaClientOf } = require('./librdkafka')
@@ -371,9 +371,9 @@ class WrappedProducer {
 
   #wake = (batch) => this.#batcher.wake(batch)
 
-  // Held-back records go at the latest at their lanes' deadline or their read-back's end (`doubt`).
-  #heldUntil (doubt) {
-    return Math.min(this.#lanes.heldUntil(this.#deliveryTimeoutMs), doubt)
+  // Held-back records go at the latest at their lanes' deadline or their read-back's end.
+  #heldUntil (items) {
+    return Math.min(this.#lanes.heldUntil(this.#deliveryTimeoutMs), readBackEnd(items))
   }
 
   #unkick = () => { this.#kicked = false }
@@ -429,20 +429,18 @@ class WrappedProducer {
     let list = null
     let retry = false
     let held = false
-    let doubt = Infinity // when the read-backs holding messages back end
     for (let i = 0; i < items.length; i++) {
       const item = items[i]
       if (item.written !== null || item.partition !== null) {
         retry = true
         // Maybe appended before an error: found where, or held until read back.
-        const until = item.maybeAt === null ? Infinity : inDoubt(item, performance.now())
+        const doubt = item.maybeAt !== null && inDoubt(item, performance.now())
         if (item.written !== null) continue
         // One without a key or a partition of its own that no attempt may
         // have written goes where the partitioner says now, as with kafkajs.
         if (item.partition !== null && item.sends === item.declines && item.message.key == null && item.message.partition === undefined) this.#lanes.leave(item, this.#wake)
         // Behind another batch's records in its partition, or its read-back: not sent now.
-        if (until < Infinity || (lanes !== null && item.partition !== null && lanes.holds(item))) {
-          doubt = Math.min(doubt, until)
+        if (doubt || (lanes !== null && item.partition !== null && lanes.holds(item))) {
           item.slot = -1
           held = true
           continue
@@ -473,7 +471,7 @@ class WrappedProducer {
       list.push(item.sent)
     }
     // Everything settled by an earlier request of this batch, or held back.
-    if (byTopic.size === 0) return fates(items, undefined, held ? this.#heldUntil(doubt) : undefined)
+    if (byTopic.size === 0) return fates(items, undefined, held ? this.#heldUntil(items) : undefined)
     const { acks, timeout, compression } = items[0].request
     const request = { acks, topicMessages: Array.from(byTopic, ([topic, messages]) => ({ topic, messages })) }
     if (timeout !== undefined) request.timeout = timeout
@@ -502,7 +500,7 @@ class WrappedProducer {
       if (!isRetriable(error) && (held || items.some((item) => item.written !== null))) {
         let unwritten = null
         for (const item of items) if (item.written === null && item.slot >= 0) item.written = unwritten ??= new Unwritten(error)
-        return fates(items, undefined, held ? this.#heldUntil(doubt) : undefined)
+        return fates(items, undefined, held ? this.#heldUntil(items) : undefined)
       }
       throw error
     }
@@ -519,7 +517,7 @@ class WrappedProducer {
       let error = outcome.retry ?? outcome.topics?.values().next().value
       // Held back: it goes when what holds it is done (or, with a failure of
       // its own, after a backoff).
-      if (held) return fates(items, error ?? undefined, error == null ? this.#heldUntil(doubt) : undefined)
+      if (held) return fates(items, error ?? undefined, error == null ? this.#heldUntil(items) : undefined)
       if (error === null || error === undefined) {
         error = new Error('the produce response did not cover every partition of its request')
         error.retriable = true

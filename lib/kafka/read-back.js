@@ -115,6 +115,8 @@ function createReadBack (cluster, confirmWaitMs = CONFIRM_WAIT_MS) {
 
   async function lookUntil (entry, at) {
     for (;;) {
+      // Never after the producer disconnected: kafkajs would connect again.
+      if (!cluster.isConnected()) return 'unknown'
       const seen = await look(entry, at)
       if (seen !== 'unknown' || performance.now() >= at.until) return seen
       // No leader, or none that answered: the metadata may have moved on
