@@ -21,6 +21,11 @@ const CONFIRM_MAX_BYTES = 1024 * 1024
 // Between two reads in the background: one that saw part of the batch
 // (the rest not committed yet), or found no leader or no answer.
 const REREAD_MS = 100
+// How long past its wait a read-back's last read is waited for by the
+// batch it holds: that read waits at the broker up to the end of the wait,
+// and a batch found by its answer is not to be sent again meanwhile. A read
+// that gets no answer at all holds it no longer than this.
+const LAST_READ_GRACE_MS = 1000
 
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref())
 
@@ -99,12 +104,12 @@ function createReadBack (cluster, confirmWaitMs = CONFIRM_WAIT_MS) {
   // slot): looked for in the background, so that only the partition's own
   // later records wait, in its lane, while the producer goes on. What the
   // wrapper reads: `seen`, null until an answer ('written', 'absent' or
-  // 'unknown', the last when not seen by `until`), and `entry`, the
+  // 'unknown', the last when not seen in time), and `entry`, the
   // RecordMetadata of the batch found; `wake`, set by the wrapper, is
-  // called once it is known. Bounded by `until`; a read that outlives it
-  // no longer matters (the wrapper sends the batch again then).
+  // called once it is known; `until`, when the wrapper stops waiting for it
+  // (and sends the batch again): a read that outlives it no longer matters.
   function readBack (entry, at) {
-    const state = { offset: at.offset, until: at.until, seen: null, entry: null, wake: null }
+    const state = { offset: at.offset, until: at.until + LAST_READ_GRACE_MS, seen: null, entry: null, wake: null }
     lookUntil(entry, at).then((seen) => {
       if (seen === 'written') state.entry = writtenAt(entry, at.offset)
       state.seen = seen
