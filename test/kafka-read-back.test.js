@@ -170,6 +170,18 @@ t.test('flush() waits for a batch being read back; close() past its timeout reje
   t.equal(s2.brokers.get(1).reads.length, 1, 'once the producer is disconnected, not read again')
 })
 
+t.test('a message whose deadline comes while its batch is read back rejects then, saying it may have been written', async (t) => {
+  const gate = gatedRead(t, [])
+  const s = scripted({ leaders: [1, 1], script: appendedThenMoved, read: gate.read })
+  const producer = wrapped(s, { partitioner: byKey, wrap: { deliveryTimeoutMs: 200 } })
+  t.teardown(() => producer.disconnect())
+  const error = await producer.send({ topic: 't', messages: [{ key: '1', value: '1-a' }] }).catch((e) => e)
+  t.equal(error.code, 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT', 'rejected at its deadline, coded')
+  t.equal(error.written, 'unknown')
+  t.notOk(gate.released, 'while the read-back still waited')
+  t.same(sentTo(s, 1), [['1-a']], 'not sent again')
+})
+
 t.test('an answer that comes while the batch\'s other messages are being sent is not waited for until the end of the wait', { timeout: 30000 }, async (t) => {
   // The first request: partition 1 appended, then refused (read back);
   // partition 0 refused with nothing appended (sent again). The read-back's
