@@ -9,6 +9,8 @@
 // follower stopped: kafka-cluster.test.js.
 const t = require('tap')
 const { AsyncLocalStorage } = require('node:async_hooks')
+const { execFile } = require('node:child_process')
+const path = require('node:path')
 const { scripted, wrapped, dir } = require('./helpers/scripted-kafka')
 const { createSendMessagesFactory } = require('../lib/kafka/send-messages')
 
@@ -203,4 +205,13 @@ t.test('an answer that comes while the batch\'s other messages are being sent is
   t.same([one.partition, one.baseOffset], [1, '40'], 'found, once its answer came')
   t.equal(zero.partition, 0)
   t.same(sentTo(s, 1), [['1-a']], 'not sent twice')
+})
+
+t.test('a read-back still looking keeps no process open once its callers are answered', async (t) => {
+  const fixture = path.join(__dirname, 'fixtures', 'kafka-read-back-exit.js')
+  const { code, stdout, stderr } = await new Promise((resolve) => {
+    execFile(process.execPath, [fixture], { timeout: 60_000 }, (err, stdout, stderr) => resolve({ code: err?.code ?? 0, stdout: stdout.trim(), stderr }))
+  })
+  t.equal(stdout, 'ERR_IO_HYGIENE_DELIVERY_TIMEOUT read', 'its caller rejected at its deadline while the read-back looked')
+  t.equal(code, 0, `the process exited by itself ${stderr}`)
 })
