@@ -611,21 +611,3 @@ t.test('wrapProducer()\'s retry: a partition batch that may be written is looked
   t.same(s.brokers.get(1).reads.map(([p, offset]) => [p, offset]).sort(), [[1, '40'], [2, '70']], 'looked for where the failed request left them')
   await producer.disconnect()
 })
-
-t.test('wrapProducer()\'s messages are looked for only when each has its place, one after another', async (t) => {
-  const { kPerRecord, kMaybeAt } = require('../lib/kafka/send-messages')
-  const cases = [
-    ['each in its place', [{ offset: 40, until: Infinity }, { offset: 41, until: Infinity }], 1],
-    ['a gap', [{ offset: 40, until: Infinity }, { offset: 42, until: Infinity }], 0],
-    ['the second without one', [{ offset: 40, until: Infinity }, undefined], 0],
-    ['the first without one', [undefined, { offset: 41, until: Infinity }], 0],
-  ]
-  for (const [name, places, reads] of cases) {
-    const s = scripted({ leaders: [1], read: () => [record(40, 'a'), record(41, 'b')] })
-    const messages = ['a', 'b'].map((value, i) => places[i] === undefined ? { partition: 0, value } : { partition: 0, value, [kMaybeAt]: places[i] })
-    messages[kPerRecord] = true
-    await s.make(ours)({ acks: -1, topicMessages: [{ topic: 't', messages }] })
-    t.equal(s.brokers.get(1).reads.length, reads, `${name}: ${reads === 1 ? 'looked for' : 'sent'}`)
-    t.equal(s.log.length, 1 - reads, `${name}: ${reads === 1 ? 'not sent' : 'sent once'}`)
-  }
-})

@@ -5,7 +5,7 @@
 // of each. A batch carries callers; it never merges their fates.
 const { Retry, Pending } = require('../batch')
 const { NO_PARTITION, PARTITIONER_THREW, kMuted } = require('./send-messages')
-const { NO_METADATA, Unwritten, ownEntries, atPosition } = require('./outcomes')
+const { NO_METADATA, Unwritten, ownEntries, freezeEntry, atPosition } = require('./outcomes')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, describe } = require('../core/errors')
 
 // The batcher works on messages: the one record a message costs us besides
@@ -26,8 +26,9 @@ class Item extends Pending {
     // acknowledged for it: a retry sends it to the same partition.
     this.partition = null
     // Where that request's leader appended it before answering with an
-    // error ({ offset, until }, send-messages.js's kMaybeAt): the retry
-    // looks for it there before it is sent again.
+    // error: { at, place }, `at` its partition batch's read-back
+    // (read-back.js), `place` its own in that batch. Its partition waits
+    // for the read-back's answer (inDoubt()) before it is sent again.
     this.maybeAt = null
     // The object handed to kafkajs for this message by the last attempt,
     // and its position in that attempt's messages array for its topic: the
@@ -173,7 +174,7 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
         item.declines++
       }
       const at = maybeAt?.get(key)
-      if (at !== undefined) item.maybeAt = { offset: at.offset + places[item.slot], until: at.until }
+      if (at !== undefined) item.maybeAt = { at, place: places[item.slot] }
     }
   }
   // The records that wait behind this attempt in such a topic's lane (in
@@ -210,4 +211,39 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
   return apart
 }
 
-module.exports = { Item, settleAttempt, allSettled, fates }
+// A message its partition's leader may have appended (item.maybeAt), at an
+// attempt: held back (true) while its read-back has no answer and has time
+// left; else found there (written, with its own record's offset), or not
+// found, or not seen in time (to send again, as any other).
+function inDoubt (item, now) {
+  const { at, place } = item.maybeAt
+  if (at.seen === null && now < at.until) return true
+  if (at.seen === 'written') item.written = atPosition(at.own ??= freezeEntry(at.entry), place)
+  item.maybeAt = null
+  return false
+}
+
+// When the read-backs that hold messages of `items` back end at the latest:
+// 0 (at once) if one has its answer already (it came while the attempt that
+// held them was out).
+function readBackEnd (items) {
+  let end = Infinity
+  for (let i = 0; i < items.length; i++) {
+    const at = items[i].written === null ? items[i].maybeAt?.at : undefined
+    if (at === undefined) continue
+    if (at.seen !== null) return 0
+    end = Math.min(end, at.until)
+  }
+  return end
+}
+
+// After an attempt that left messages to read back: `batch` is woken once
+// the answer is known.
+function wakeOnReadBack (items, batch, wake) {
+  for (let i = 0; i < items.length; i++) {
+    const at = items[i].maybeAt?.at
+    if (at !== undefined && at.seen === null) at.wake ??= () => wake(batch)
+  }
+}
+
+module.exports = { Item, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack }

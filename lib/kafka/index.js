@@ -5,9 +5,9 @@ const { onShutdown, offShutdown } = require('../core/shutdown')
 const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer } = require('./kafkajs-patch')
-const { kOutcome, kPerRecord, kMuted, kMaybeAt } = require('./send-messages')
+const { kOutcome, kPerRecord, kMuted } = require('./send-messages')
 const { Lanes } = require('./lanes')
-const { Item, settleAttempt, allSettled, fates } = require('./fates')
+const { Item, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, isBatchableTimestamp, compressedBound, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
 const { librdkafkaClientOf } = require('./librdkafka')
@@ -371,13 +371,12 @@ class WrappedProducer {
 
   #wake = (batch) => this.#batcher.wake(batch)
 
-  #heldUntil () {
-    return this.#lanes.heldUntil(this.#deliveryTimeoutMs)
+  // Held-back records go at the latest at their lanes' deadline or their read-back's end.
+  #heldUntil (items) {
+    return Math.min(this.#lanes.heldUntil(this.#deliveryTimeoutMs), readBackEnd(items))
   }
 
-  #unkick = () => {
-    this.#kicked = false
-  }
+  #unkick = () => { this.#kicked = false }
 
   // Sends mostly repeat one topic: remember the last name that passed.
   #isTopicName (topic) {
@@ -413,7 +412,10 @@ class WrappedProducer {
       return out
     } finally {
       this.#busy = false
-      if (again && !this.#perCall) this.#lanes.join(items, batch)
+      if (again && !this.#perCall) {
+        this.#lanes.join(items, batch)
+        wakeOnReadBack(items, batch, this.#wake)
+      }
       if (this.#lanes.size > 0) this.#lanes.settled(items, batch, this.#wake)
     }
   }
@@ -431,12 +433,14 @@ class WrappedProducer {
       const item = items[i]
       if (item.written !== null || item.partition !== null) {
         retry = true
+        // Maybe appended before an error: found where, or held until read back.
+        const doubt = item.maybeAt !== null && inDoubt(item, performance.now())
         if (item.written !== null) continue
         // One without a key or a partition of its own that no attempt may
         // have written goes where the partitioner says now, as with kafkajs.
         if (item.partition !== null && item.sends === item.declines && item.message.key == null && item.message.partition === undefined) this.#lanes.leave(item, this.#wake)
-        // Behind another batch's records in its partition: not sent now.
-        if (lanes !== null && item.partition !== null && lanes.holds(item)) {
+        // Behind another batch's records in its partition, or its read-back: not sent now.
+        if (doubt || (lanes !== null && item.partition !== null && lanes.holds(item))) {
           item.slot = -1
           held = true
           continue
@@ -460,19 +464,14 @@ class WrappedProducer {
         held = true
         continue
       }
-      // A message the failed request assigned a partition goes to it again,
-      // and is looked for first where that request's leader may have written it.
+      // A message the failed request assigned a partition goes to it again.
       item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
-      if (item.maybeAt !== null) {
-        item.sent[kMaybeAt] = item.maybeAt
-        item.maybeAt = null
-      }
       item.sends++
       item.slot = list.length
       list.push(item.sent)
     }
     // Everything settled by an earlier request of this batch, or held back.
-    if (byTopic.size === 0) return fates(items, undefined, held ? this.#heldUntil() : undefined)
+    if (byTopic.size === 0) return fates(items, undefined, held ? this.#heldUntil(items) : undefined)
     const { acks, timeout, compression } = items[0].request
     const request = { acks, topicMessages: Array.from(byTopic, ([topic, messages]) => ({ topic, messages })) }
     if (timeout !== undefined) request.timeout = timeout
@@ -501,7 +500,7 @@ class WrappedProducer {
       if (!isRetriable(error) && (held || items.some((item) => item.written !== null))) {
         let unwritten = null
         for (const item of items) if (item.written === null && item.slot >= 0) item.written = unwritten ??= new Unwritten(error)
-        return fates(items, undefined, held ? this.#heldUntil() : undefined)
+        return fates(items, undefined, held ? this.#heldUntil(items) : undefined)
       }
       throw error
     }
@@ -518,7 +517,7 @@ class WrappedProducer {
       let error = outcome.retry ?? outcome.topics?.values().next().value
       // Held back: it goes when what holds it is done (or, with a failure of
       // its own, after a backoff).
-      if (held) return fates(items, error ?? undefined, error == null ? this.#heldUntil() : undefined)
+      if (held) return fates(items, error ?? undefined, error == null ? this.#heldUntil(items) : undefined)
       if (error === null || error === undefined) {
         error = new Error('the produce response did not cover every partition of its request')
         error.retriable = true
@@ -526,10 +525,9 @@ class WrappedProducer {
       if (items.some((item) => item.written !== null)) return fates(items, error)
       throw error
     }
-    if (!retry) return results(items, metadata)
-    // A retry: what an earlier attempt wrote keeps its own entries.
     const out = results(items, metadata)
-    for (let i = 0; i < items.length; i++) if (items[i].written !== null) out[i] = items[i].written
+    // A retry: what an earlier attempt wrote keeps its own entries.
+    if (retry) for (let i = 0; i < items.length; i++) if (items[i].written !== null) out[i] = items[i].written
     return out
   }
 

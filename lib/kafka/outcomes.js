@@ -24,9 +24,13 @@ function ownEntries (entries) {
   for (const entry of entries) {
     let partitions = own.get(entry.topicName)
     if (partitions === undefined) own.set(entry.topicName, (partitions = new Map()))
-    if (!partitions.has(entry.partition)) partitions.set(entry.partition, Object.freeze([Object.freeze(entry)]))
+    if (!partitions.has(entry.partition)) partitions.set(entry.partition, freezeEntry(entry))
   }
   return own
+}
+
+function freezeEntry (entry) {
+  return Object.freeze([Object.freeze(entry)])
 }
 
 // A record's own RecordMetadata: its partition batch's entry, whose
@@ -142,4 +146,4 @@ function merge (lists) {
   return Object.freeze(out)
 }
 
-module.exports = { NO_METADATA, Unwritten, ownEntries, atPosition, writtenOf, rejection, refuse, settledOne, results, merge }
+module.exports = { NO_METADATA, Unwritten, ownEntries, freezeEntry, atPosition, writtenOf, rejection, refuse, settledOne, results, merge }

@@ -4,8 +4,8 @@
 // says what it fixes and puts it in place): loaded when kafkajs's producer
 // first requires sendMessages, not at install().
 const path = require('node:path')
-const { sameRecord } = require('./same-record')
 const { Sequences, sentAsOf } = require('./sequences')
+const { createReadBack } = require('./read-back')
 
 // What a call leaves for wrapProducer(), on its result (a non-enumerable
 // property) and on its error: `assigned`, each messages array of the request
@@ -56,40 +56,8 @@ const kMuted = Symbol.for('io-hygiene.kafkajs.muted.v1')
 // partitioner named no partition of the topic, or threw (`thrown` has why).
 const NO_PARTITION = -1
 const PARTITIONER_THREW = -2
-// A partition batch a leader appended at `offset` and then answered with a
-// retriable error (the leader moved, or the replicas did not confirm in
-// time, while the batch waited for them): it may be in the log. On a message
-// handed to sendMessages, the place of that message's earlier copy,
-// { offset, until }, set by wrapProducer() when it sends the message again.
-const kMaybeAt = Symbol.for('io-hygiene.kafkajs.maybe-at.v1')
-// How long (ms, from the answer) a batch that may be written is looked for
-// before it is sent again anyway, at the risk of a duplicate: a leader that
-// lacks it shows nothing there until another producer writes to the
-// partition, and meanwhile the producer's later sends wait. On a
-// three-node cluster with leaders moved under load, a batch that was there
-// showed 0.3-2.1 s after the answer; looked for 1.1-1.4 s, some were missed
-// and written twice. Most such batches were not there: each costs the wait.
-const CONFIRM_WAIT_MS = 3000
-// What a consumer reads from a partition's leader at the batch's offset.
-const CONFIRM_MAX_BYTES = 1024 * 1024
-
 const asIs = async (data) => data
 const NOTHING = new Map()
-
-// A partition's messages that an earlier attempt's answer placed at
-// consecutive offsets of the log (wrapProducer()'s kMaybeAt): where the
-// first is, and how often it was looked for; null unless every one has its
-// place.
-function maybeAtOf (messages) {
-  const first = ownMaybeAt(messages[0])
-  if (first === undefined) return null
-  for (let i = 1; i < messages.length; i++) if (ownMaybeAt(messages[i])?.offset !== first.offset + i) return null
-  return { offset: first.offset, until: first.until }
-}
-
-function ownMaybeAt (message) {
-  return Object.hasOwn(message, kMaybeAt) ? message[kMaybeAt] : undefined
-}
 
 // The topic's partitions by id: null for each the metadata has (its batch
 // once a message goes to it), 0 for an id it lacks. Ids are 0 to n - 1; one
@@ -109,8 +77,9 @@ function partitionLists (partitionMetadata) {
   return lists
 }
 
-// `confirmWaitMs`: CONFIRM_WAIT_MS, for tests.
-function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {}) {
+// `confirmWaitMs`: how long a batch that may be written is looked for
+// (read-back.js), for tests.
+function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
   const internal = (file) => require(path.join(dir, 'src', file))
   return function createSendMessages ({ logger, cluster, partitioner, eosManager, retrier }) {
     const { KafkaJSMetadataNotLoaded, KafkaJSError } = internal('errors')
@@ -119,6 +88,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
     const { requests } = internal('protocol/requests')
     // The idempotent producer's batches that may have been written (sequences.js).
     const sequences = new Sequences(eosManager)
+    const { placed, confirm, readBack } = createReadBack(cluster, confirmWaitMs)
 
     // broker.produce() reads the response with kafkajs's parse, which throws
     // at the first partition with an error: what the broker wrote for the
@@ -231,7 +201,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
         const idempotent = perRecord && eosManager.isInitialized()
         for (let partition = 0; partition <= last; partition++) {
           const list = perPartition[partition]
-          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list, maybeAt: perRecord ? maybeAtOf(list) : null, sentAs: idempotent ? sentAsOf(list) : null, marks: perRecord })
+          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list, maybeAt: null, sentAs: idempotent ? sentAsOf(list) : null, marks: perRecord })
         }
         assigned.set(messages, partitions)
         positions.set(messages, position)
@@ -272,69 +242,12 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
       return { perNode, leaderless }
     }
 
-    // A partition batch that may be in the log (maybeAt) is looked for there
-    // before it is sent again: read from its leader at its offset, every
-    // record the same as ours, below the high watermark (committed), it is
-    // written, with that offset, and not sent twice. Something else there,
-    // or a log that ends before it: sent again. The read waits at the broker
-    // until the batch is committed, up to confirmWaitMs from the answer (the
-    // new leader's followers catching up); not there by then, it is sent
-    // again. No answer or no leader yet: it waits for the next attempt.
-    // Each batch read at once. Returns the entries that wait.
-    async function confirm (pending, results) {
-      const looking = []
-      for (const [key, entry] of pending) if (entry.maybeAt !== null) looking.push(look(key, entry))
-      const held = new Set()
-      for (const [key, entry, seen] of await Promise.all(looking)) {
-        const at = entry.maybeAt
-        if (seen === 'written') {
-          pending.delete(key)
-          results.push({ topicName: entry.topic, partition: entry.partition, errorCode: 0, baseOffset: String(at.offset), logAppendTime: '-1', logStartOffset: '-1' })
-        } else if (seen === 'absent' || performance.now() >= at.until) {
-          entry.maybeAt = null
-        } else {
-          held.add(entry)
-        }
-      }
-      return held
-    }
-
-    async function look (key, entry) {
-      const { offset, until } = entry.maybeAt
-      try {
-        return [key, entry, await readAt(entry, offset, Math.max(0, Math.ceil(until - performance.now())))]
-      } catch (error) {
-        // A log that ends before the batch's offset does not hold it.
-        return [key, entry, error?.name === 'KafkaJSOffsetOutOfRange' ? 'absent' : 'unknown']
-      }
-    }
-
-    async function readAt ({ topic, partition, messages }, offset, maxWaitTime) {
-      const leader = cluster.findTopicPartitionMetadata(topic).find((p) => p.partitionId === partition)?.leader
-      if (!Number.isInteger(leader) || leader < 0) return 'unknown'
-      const broker = await cluster.findBroker({ nodeId: leader })
-      if (typeof broker.fetch !== 'function') return 'absent'
-      const { responses } = await broker.fetch({
-        replicaId: -1,
-        isolationLevel: 0,
-        maxWaitTime,
-        minBytes: 1,
-        maxBytes: CONFIRM_MAX_BYTES,
-        topics: [{ topic, partitions: [{ partition, fetchOffset: String(offset), maxBytes: CONFIRM_MAX_BYTES }] }],
-      })
-      const answer = responses?.[0]?.partitions?.[0]
-      if (answer === undefined) return 'unknown'
-      const records = new Map()
-      for (const record of answer.messages) records.set(Number(record.offset), record)
-      let visible = 0
-      for (let i = 0; i < messages.length; i++) {
-        const record = records.get(offset + i)
-        if (record === undefined) continue
-        if (!sameRecord(messages[i], record)) return 'absent'
-        visible++
-      }
-      // Read below the high watermark only: all of it there is committed.
-      return visible === messages.length ? 'written' : 'unknown'
+    // "topic\0partition" -> the read-back (read-back.js) of each batch still
+    // to send that may be in the log, started now, or null.
+    function readBacks (pending) {
+      let out = null
+      for (const [key, entry] of pending) if (entry.maybeAt !== null) (out ??= new Map()).set(key, readBack(entry, entry.maybeAt))
+      return out
     }
 
     // One broker's part of an attempt. The broker answers each partition on
@@ -447,7 +360,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
       // refused at once.
       const autoCreate = cluster.brokerPool?.seedBroker?.allowAutoTopicCreation !== false
       const outcome = () => {
-        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined, autoCreate, maybeAt: maybeAtOfPending(call.pending) }
+        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined, autoCreate, maybeAt: perRecord ? readBacks(call.pending) : null }
         // An attempt that ended before any message had a partition sent
         // nothing; the topics the cluster refused are known.
         return perRecord && retry !== null ? { assigned: NOTHING, pending: NOTHING, entries: results, refused, topics: refusedTopics, retry, autoCreate, unsent: true } : null
@@ -506,14 +419,12 @@ function createSendMessagesFactory (dir, { confirmWaitMs = CONFIRM_WAIT_MS } = {
                 failure ??= error
                 // Refused with nothing appended (no offset): as good as not sent.
                 if (NOT_APPENDED.has(error.type) && !(Number(baseOffset) >= 0)) declined.add(key)
-                // Appended, then not confirmed: the next attempt looks for it
-                // first. An idempotent producer's sequence numbers already
-                // make the broker drop a copy it holds.
+                // Appended, then not confirmed: looked for before it goes
+                // again (read-back.js). An idempotent producer's sequence
+                // numbers already make the broker drop a copy it holds.
                 const offset = Number(baseOffset)
                 const entry = pending.get(key)
-                if (offset >= 0 && Number.isSafeInteger(offset + entry.messages.length) && !eosManager.isInitialized()) {
-                  entry.maybeAt = { offset, until: performance.now() + confirmWaitMs }
-                }
+                if (offset >= 0 && Number.isSafeInteger(offset + entry.messages.length) && !eosManager.isInitialized()) entry.maybeAt = placed(offset)
               } else {
                 if (!lost) sequences.settled(key, pending.get(key).sentAs)
                 pending.delete(key)
@@ -590,11 +501,4 @@ function hasMaybeAt (pending) {
   return false
 }
 
-// "topic\0partition" -> where a batch still to send may be in the log, or null.
-function maybeAtOfPending (pending) {
-  let out = null
-  for (const [key, entry] of pending) if (entry.maybeAt !== null) (out ??= new Map()).set(key, entry.maybeAt)
-  return out
-}
-
-module.exports = { createSendMessagesFactory, kOutcome, kPerRecord, kMuted, kMaybeAt, NO_PARTITION, PARTITIONER_THREW }
+module.exports = { createSendMessagesFactory, kOutcome, kPerRecord, kMuted, NO_PARTITION, PARTITIONER_THREW }

@@ -142,15 +142,16 @@ function scripted ({ leaders, script = () => undefined, onRefresh = () => {}, id
 
 // wrapProducer() on the corrected sendMessages itself, with the scripted
 // cluster underneath: what each caller of a batch gets when a request fails
-// in part. `partitioner` decides each message's partition.
-function wrapped (s, { partitioner, retry = { retries: 1 }, wrap } = {}) {
+// in part. `partitioner` decides each message's partition; `factory`, the
+// corrected sendMessages (createSendMessagesFactory()'s).
+function wrapped (s, { partitioner, retry = { retries: 1 }, wrap, factory = ours } = {}) {
   const { wrapProducer } = require('../../lib/kafka')
   const { kafkajsPatchStatus } = require('../../lib/kafka/kafkajs-patch')
   const logger = { debug () {}, info () {}, warn () {}, error () {} }
   // A producer of the corrected kafkajs, as wrapProducer() tells them: by its logger.
   kafkajsPatchStatus()
   require('../../lib/core/global-slot').getSlot(Symbol.for('io-hygiene.kafkajs.patch.v1')).loggers.add(logger)
-  const sendMessages = ours({
+  const sendMessages = factory({
     logger,
     cluster: s.cluster,
     eosManager: s.eos,
