@@ -87,6 +87,19 @@ function option (argv, name, fallback, { integer = true } = {}) {
   return value
 }
 
+// Refuses an argument the script does not take (a typo, or --help), with its
+// usage, before anything starts: a mistyped flag must not start a run of
+// many minutes. `flags` take no value, `options` take one.
+function checkArgs (argv, { flags = [], options = [] }, usage) {
+  for (let i = 0; i < argv.length; i++) {
+    if (options.includes(argv[i])) i++
+    else if (!flags.includes(argv[i])) {
+      process.stderr.write(`${argv[i] === '--help' || argv[i] === '-h' ? '' : `unknown argument ${JSON.stringify(argv[i])}\n`}usage: ${usage}\n`)
+      process.exit(argv[i] === '--help' || argv[i] === '-h' ? 0 : 2)
+    }
+  }
+}
+
 // The first IPC message from `child` that `predicate` accepts; rejects when
 // the child exits first or `timeoutMs` passes, with `tail()` (its last
 // output) in the error.
@@ -115,4 +128,4 @@ function childMessage (child, predicate, what, timeoutMs, tail = () => '') {
   })
 }
 
-module.exports = { requestSampler, percentile, round, report, option, childMessage }
+module.exports = { requestSampler, percentile, round, report, option, checkArgs, childMessage }
