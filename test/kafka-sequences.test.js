@@ -6,7 +6,7 @@
 // to another batch. On kafkajs's internals with the brokers' answers
 // scripted (helpers/scripted-kafka.js) over a log that keeps each producer
 // id's batches per partition as Kafka does. The reviewer's cases are in
-// kafka-epoch-renewal.test.js and kafka-expired-sequence.test.js.
+// review2-epoch-duplicate.test.js and review2-expired-sequence.test.js.
 const t = require('tap')
 const path = require('node:path')
 const { scripted, wrapped, ours, dir } = require('./helpers/scripted-kafka')
