@@ -1,6 +1,6 @@
 'use strict'
 
-// With idempotent: true, a batch the broker wrote whose answer was
+// Review 2: with idempotent: true, a batch the broker wrote whose answer was
 // lost, or answered REQUEST_TIMED_OUT (the leader appended it, its replicas
 // were late), and that then expires at its deadline leaves its sequence
 // numbers given back; the next record to its partition is sent with them,

@@ -1,6 +1,6 @@
 'use strict'
 
-// With idempotent: true, a batch that may have been written (its
+// Review 2: with idempotent: true, a batch that may have been written (its
 // answer lost) is set aside while the producer's other sends go on. If one
 // of those gets OUT_OF_ORDER_SEQUENCE_NUMBER, the producer takes a fresh
 // producer id and every sequence starts again at 0: the set-aside batch then
