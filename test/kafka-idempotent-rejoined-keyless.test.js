@@ -1,25 +1,21 @@
 'use strict'
 
-// Passes at 8cf3d04 (before this round's change); fails at its head.
 // With idempotent: true, a batch that may have been written (appended, then
 // answered REQUEST_TIMED_OUT) goes again as it went, under its sequence
-// numbers. But a keyless record of the same wrapped batch that was refused
+// numbers. A keyless record of the same wrapped batch that was refused
 // elsewhere with nothing appended (NOT_LEADER) leaves its partition and is
 // partitioned anew (as kafkajs does), and the partitioner can put it in that
-// maybe-written partition batch. The batch then goes with more records than
-// it went with:
-// - the keyless record after the maybe-written one: sent under the old
-//   batch's first sequence number with a different last one; the broker,
-//   holding the old batch, answers OUT_OF_ORDER_SEQUENCE_NUMBER, and the
-//   keyless record's caller rejects for another caller's batch;
-// - the keyless record first: the batch goes as a new one (sentAsOf reads
-//   only its first message), the broker says out of order, the producer
-//   takes a fresh id, and the old record is written a second time.
+// maybe-written partition batch. It must not change that batch: a batch
+// going again with more records than it went with is either refused out of
+// order (the keyless caller rejects for another caller's batch) or, taken
+// as a new one under a fresh producer id, writes the old record twice.
+// Both orders (the keyless record after or before the maybe-written one)
+// are checked: the keyless record waits, the batch goes as it went, and
+// each is written once. A guard: the reverted sequence change read what a
+// batch went under from its first message only and failed both.
 // Plain kafkajs (its own sendMessages on the same scripted brokers, the two
 // calls concurrent): a written once, but x resolves unwritten (its retry
-// reuses a's given-back sequence numbers and is taken for a copy) - also
-// wrong, differently. docs/kafka.md promises exactly once and each caller's
-// fate its own; neither holds here.
+// reuses a's given-back sequence numbers and is taken for a copy).
 const t = require('tap')
 const { scripted, wrapped } = require('./helpers/scripted-kafka')
 

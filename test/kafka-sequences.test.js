@@ -6,7 +6,8 @@
 // to another batch. On kafkajs's internals with the brokers' answers
 // scripted (helpers/scripted-kafka.js) over a log that keeps each producer
 // id's batches per partition as Kafka does. The reviewer's cases are in
-// review2-epoch-duplicate.test.js and review2-expired-sequence.test.js.
+// kafka-epoch-renewal.test.js and kafka-expired-sequence.test.js, and the
+// batches that go again exactly as they went in kafka-idempotent-*.test.js.
 const t = require('tap')
 const path = require('node:path')
 const { scripted, wrapped, ours, dir } = require('./helpers/scripted-kafka')
@@ -228,4 +229,20 @@ t.test('wrapProducer(): a batch going again under its first producer id, which t
   t.same(['x', 'y'].map(log.times), [1, 1], 'each written once')
   t.ok(idsOf(log, 'x')[0] > 7, 'x under a fresh producer id')
   await producer.disconnect()
+})
+
+t.test('keepAsWent(): a partition sends only the first batch of its messages that went under one, in order; a muted message is left alone', async (t) => {
+  const { keepAsWent, EXCLUDED } = require('../lib/kafka/sequences')
+  const first = { count: 2 }
+  const second = { count: 1 }
+  const messages = ['new', 'a', 'other', 'b', 'muted']
+  const partitions = [0, 0, 0, 0, 1]
+  const position = [0, 1, 2, 3, undefined]
+  const perPartition = [messages.slice(0, 4), null]
+  const sentAs = new Map([[1, first], [2, second], [3, first], [4, second]])
+  const chosen = keepAsWent(sentAs, messages, perPartition, partitions, position)
+  t.same(Array.from(chosen), [[0, first]], 'partition 0 goes as the first batch went')
+  t.same(perPartition[0], ['a', 'b'], 'with its records only')
+  t.same(position, [EXCLUDED, 0, EXCLUDED, 1, undefined], 'the others wait')
+  t.equal(perPartition[1], null, 'a muted partition is left alone')
 })

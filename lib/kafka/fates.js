@@ -5,6 +5,7 @@
 // of each. A batch carries callers; it never merges their fates.
 const { Retry, Pending } = require('../batch')
 const { NO_PARTITION, PARTITIONER_THREW, kMuted } = require('./send-messages')
+const { EXCLUDED } = require('./sequences')
 const { NO_METADATA, Unwritten, ownEntries, freezeEntry, atPosition } = require('./outcomes')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, describe } = require('../core/errors')
 
@@ -47,6 +48,11 @@ class Item extends Pending {
     // its batch, whose place in its partition's lane it keeps.
     this.token = null
     this.laned = 0 // the lanes it is in: lanes.js
+    // With an idempotent producer, the producer id, epoch and sequence
+    // numbers of the partition batch it went in whose outcome is unknown
+    // (sequences.js's SentAs), shared by every message of that batch: it
+    // goes again under them, with them, or not at all.
+    this.sentAs = null
   }
 }
 
@@ -145,6 +151,13 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       item.written = new Unwritten(thrown.get(item.sent), mayBeWritten(item))
       continue
     }
+    if (places?.[item.slot] === EXCLUDED) {
+      // Not sent: its partition's batch that may have been written went
+      // again as it went, without it.
+      item.refusals++
+      item.declines++
+      continue
+    }
     const entry = topicEntries?.get(partition)
     if (entry !== undefined) {
       item.written = atPosition(entry, places?.[item.slot] ?? 0)
@@ -154,6 +167,8 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
     const error = refused?.get(key)
     if (error !== undefined) {
       item.partition = partition
+      // Refused: that batch was not written.
+      item.sentAs = null
       refusals ??= new Map()
       const list = refusals.get(key)
       if (list === undefined) refusals.set(key, [item])
@@ -168,6 +183,8 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       item.written = NO_METADATA
     } else {
       item.partition = partition
+      // What its batch went under if it may have been written.
+      item.sentAs = pending.get(key)?.sentAs ?? null
       // Answered "nothing appended": as good as not sent (writtenOf()).
       if (declined?.has(key)) {
         item.refusals++

@@ -6,6 +6,7 @@ const { within } = require('../core/within')
 const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer } = require('./kafkajs-patch')
 const { kOutcome, kPerRecord, kMuted } = require('./send-messages')
+const { kSentAs } = require('./sequences')
 const { Lanes } = require('./lanes')
 const { Item, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
@@ -469,6 +470,7 @@ class WrappedProducer {
       item.sends++
       item.slot = list.length
       list.push(item.sent)
+      if (item.sentAs !== null) (list[kSentAs] ??= new Map()).set(item.slot, item.sentAs)
     }
     // Everything settled by an earlier request of this batch, or held back.
     if (byTopic.size === 0) return fates(items, undefined, held ? this.#heldUntil(items) : undefined)

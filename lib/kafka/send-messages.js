@@ -4,7 +4,7 @@
 // says what it fixes and puts it in place): loaded when kafkajs's producer
 // first requires sendMessages, not at install().
 const path = require('node:path')
-const { Sequences, sentAsOf } = require('./sequences')
+const { Sequences, keepAsWent, kSentAs } = require('./sequences')
 const { createReadBack } = require('./read-back')
 
 // What a call leaves for wrapProducer(), on its result (a non-enumerable
@@ -197,11 +197,11 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
           list.push(message)
         }
         // An idempotent batch of wrapProducer()'s that may have been written
-        // goes again as it went (`sentAs`); its messages are marked (`marks`).
-        const idempotent = perRecord && eosManager.isInitialized()
+        // goes again exactly as it went (`sentAs`, sequences.js).
+        const again = perRecord && Object.hasOwn(messages, kSentAs) && eosManager.isInitialized() ? keepAsWent(messages[kSentAs], messages, perPartition, partitions, position) : null
         for (let partition = 0; partition <= last; partition++) {
           const list = perPartition[partition]
-          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list, maybeAt: null, sentAs: idempotent ? sentAsOf(list) : null, marks: perRecord })
+          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list, maybeAt: null, sentAs: again?.get(partition) ?? null })
         }
         assigned.set(messages, partitions)
         positions.set(messages, position)

@@ -10,10 +10,15 @@
 // producer id it went under is still the producer's waits for a fresh one
 // (the Java producer's epoch bump for an unresolved sequence, KIP-360).
 
-// On a message of wrapProducer()'s that went in such a batch: its SentAs,
-// carried by the copies wrapProducer() sends again (an object spread copies
-// it).
-const kSentAs = Symbol.for('io-hygiene.kafkajs.sent-as.v1')
+// What a wrapProducer() partition batch went under belongs to its records as
+// a unit: each of its messages' Item keeps the batch's SentAs
+// (fates.js), and the topic's messages array of an attempt carries them,
+// slot -> SentAs, only while some message has one (no work for the others).
+const kSentAs = Symbol.for('io-hygiene.kafkajs.sent-as.v2')
+
+// A message's place in its partition's batch, for one that does not go in
+// this attempt: its partition's batch goes again as it went, without it.
+const EXCLUDED = -3
 
 class SentAs {
   constructor (producerId, producerEpoch, firstSequence, count) {
@@ -26,11 +31,37 @@ class SentAs {
   }
 }
 
-// A wrapProducer() partition batch that goes again: the SentAs of its first
-// message, or null.
-function sentAsOf (messages) {
-  const as = Object.hasOwn(messages[0], kSentAs) ? messages[0][kSentAs] : null
-  return as === null || as.absent ? null : as
+// A batch that may have been written goes again exactly as it went: the
+// same records, nothing added. In a topic's messages of a wrapProducer()
+// attempt (`sentAs`: slot -> SentAs), each partition that holds a message of
+// such a batch sends that batch's messages only, in order; every other
+// message there (newer, rejoined after a split, or a keyless one the
+// partitioner put there) waits for a later attempt (its position EXCLUDED).
+// Fewer than went (one expired) go under it still, and the broker's
+// answer says whether they were written (lost()). Returns partition ->
+// SentAs, or null.
+function keepAsWent (sentAs, messages, perPartition, partitions, position) {
+  let chosen = null
+  for (const [i, as] of sentAs) {
+    if (position[i] === undefined) continue
+    chosen ??= new Map()
+    if (!chosen.has(partitions[i])) chosen.set(partitions[i], as)
+  }
+  if (chosen === null) return null
+  for (const [partition, as] of chosen) {
+    const list = []
+    for (let i = 0; i < messages.length; i++) {
+      if (partitions[i] !== partition || position[i] === undefined) continue
+      if (sentAs.get(i) === as) {
+        position[i] = list.length
+        list.push(messages[i])
+      } else {
+        position[i] = EXCLUDED
+      }
+    }
+    perPartition[partition] = list
+  }
+  return chosen
 }
 
 class Sequences {
@@ -95,10 +126,7 @@ class Sequences {
   unknown (topic, p, producerId, producerEpoch) {
     const entry = p.entry
     let as = entry.sentAs
-    if (as === null) {
-      as = entry.sentAs = new SentAs(producerId, producerEpoch, p.firstSequence, p.messages.length)
-      if (entry.marks) for (const message of p.messages) message[kSentAs] = as
-    }
+    if (as === null) as = entry.sentAs = new SentAs(producerId, producerEpoch, p.firstSequence, p.messages.length)
     this.#open.set(`${topic}\0${p.partition}`, as)
   }
 
@@ -123,4 +151,4 @@ class Sequences {
   }
 }
 
-module.exports = { Sequences, sentAsOf, kSentAs }
+module.exports = { Sequences, keepAsWent, kSentAs, EXCLUDED }
