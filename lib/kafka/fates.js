@@ -5,7 +5,7 @@
 // of each. A batch carries callers; it never merges their fates.
 const { Retry, Pending } = require('../batch')
 const { NO_PARTITION, PARTITIONER_THREW, kMuted } = require('./send-messages')
-const { EXCLUDED } = require('./sequences')
+const { EXCLUDED, kSentAs } = require('./sequences')
 const { NO_METADATA, Unwritten, ownEntries, freezeEntry, atPosition } = require('./outcomes')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, describe } = require('../core/errors')
 
@@ -54,6 +54,15 @@ class Item extends Pending {
     // goes again under them, with them, or not at all.
     this.sentAs = null
   }
+}
+
+// The copy of a message that a failed request assigned a partition, for
+// its topic's messages `list` at its slot: it goes to that partition again,
+// and, if its batch there may have been written, as that batch went (its
+// SentAs at its slot: sequences.js).
+function sentAgain (item, list) {
+  if (item.sentAs !== null) (list[kSentAs] ??= new Map()).set(item.slot, item.sentAs)
+  return { ...item.message, partition: item.partition }
 }
 
 // kafkajs's default retries of a topic its cluster does not know.
@@ -263,4 +272,4 @@ function wakeOnReadBack (items, batch, wake) {
   }
 }
 
-module.exports = { Item, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack }
+module.exports = { Item, sentAgain, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack }
