@@ -109,7 +109,7 @@ function fates (items, error, until) {
 // (its topic, its partition, its partitioner), or assigned a partition
 // still to write. Returns the messages to send again apart (the two halves
 // of each batch refused for a record), or null.
-function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate, maybeAt }, acks, lanes) {
+function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate, maybeAt, sentAs }, acks, lanes) {
   const own = ownEntries(entries)
   let lastTopic = null
   let partitions
@@ -193,7 +193,7 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
     } else {
       item.partition = partition
       // What its batch went under if it may have been written.
-      item.sentAs = pending.get(key)?.sentAs ?? null
+      item.sentAs = sentAs?.get(key) ?? null
       // Answered "nothing appended": as good as not sent (writtenOf()).
       if (declined?.has(key)) {
         item.refusals++

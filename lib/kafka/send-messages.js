@@ -250,6 +250,14 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
       return out
     }
 
+    // "topic\0partition" -> what each idempotent batch still to send that may
+    // have been written went under (sequences.js), or null.
+    function sentAsOf (pending) {
+      let out = null
+      for (const [key, entry] of pending) if (entry.sentAs !== null) (out ??= new Map()).set(key, entry.sentAs)
+      return out
+    }
+
     // One broker's part of an attempt. The broker answers each partition on
     // its own: one written is done (never sent again); one refused goes to
     // `refusals`, its sequence numbers given back (the broker wrote none of
@@ -360,7 +368,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
       // refused at once.
       const autoCreate = cluster.brokerPool?.seedBroker?.allowAutoTopicCreation !== false
       const outcome = () => {
-        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined, autoCreate, maybeAt: perRecord ? readBacks(call.pending) : null }
+        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined, autoCreate, maybeAt: perRecord ? readBacks(call.pending) : null, sentAs: perRecord ? sentAsOf(call.pending) : null }
         // An attempt that ended before any message had a partition sent
         // nothing; the topics the cluster refused are known.
         return perRecord && retry !== null ? { assigned: NOTHING, pending: NOTHING, entries: results, refused, topics: refusedTopics, retry, autoCreate, unsent: true } : null
