@@ -245,4 +245,5 @@ t.test('keepAsWent(): a partition sends only the first batch of its messages tha
   t.same(perPartition[0], ['a', 'b'], 'with its records only')
   t.same(position, [EXCLUDED, 0, EXCLUDED, 1, undefined], 'the others wait')
   t.equal(perPartition[1], null, 'a muted partition is left alone')
+  t.equal(keepAsWent(new Map([[4, second]]), messages, perPartition, partitions, position), null, 'only muted: nothing goes again')
 })
