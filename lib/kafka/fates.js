@@ -5,7 +5,6 @@
 // of each. A batch carries callers; it never merges their fates.
 const { Retry, Pending } = require('../batch')
 const { NO_PARTITION, PARTITIONER_THREW, kMuted } = require('./send-messages')
-const { EXCLUDED, kSentAs } = require('./sequences')
 const { NO_METADATA, Unwritten, ownEntries, freezeEntry, atPosition } = require('./outcomes')
 const { ERR_IO_HYGIENE_INVALID_ARGUMENT, describe } = require('../core/errors')
 
@@ -48,21 +47,7 @@ class Item extends Pending {
     // its batch, whose place in its partition's lane it keeps.
     this.token = null
     this.laned = 0 // the lanes it is in: lanes.js
-    // With an idempotent producer, the producer id, epoch and sequence
-    // numbers of the partition batch it went in whose outcome is unknown
-    // (sequences.js's SentAs), shared by every message of that batch: it
-    // goes again under them, with them, or not at all.
-    this.sentAs = null
   }
-}
-
-// The copy of a message that a failed request assigned a partition, for
-// its topic's messages `list` at its slot: it goes to that partition again,
-// and, if its batch there may have been written, as that batch went (its
-// SentAs at its slot: sequences.js).
-function sentAgain (item, list) {
-  if (item.sentAs !== null) (list[kSentAs] ??= new Map()).set(item.slot, item.sentAs)
-  return { ...item.message, partition: item.partition }
 }
 
 // kafkajs's default retries of a topic its cluster does not know.
@@ -109,7 +94,7 @@ function fates (items, error, until) {
 // (its topic, its partition, its partitioner), or assigned a partition
 // still to write. Returns the messages to send again apart (the two halves
 // of each batch refused for a record), or null.
-function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate, maybeAt, sentAs }, acks, lanes) {
+function settleAttempt (items, byTopic, { assigned, positions, pending, entries, refused, topics, thrown, unsent, declined, autoCreate, maybeAt }, acks, lanes) {
   const own = ownEntries(entries)
   let lastTopic = null
   let partitions
@@ -160,13 +145,6 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       item.written = new Unwritten(thrown.get(item.sent), mayBeWritten(item))
       continue
     }
-    if (places?.[item.slot] === EXCLUDED) {
-      // Not sent: its partition's batch that may have been written went
-      // again as it went, without it.
-      item.refusals++
-      item.declines++
-      continue
-    }
     const entry = topicEntries?.get(partition)
     if (entry !== undefined) {
       item.written = atPosition(entry, places?.[item.slot] ?? 0)
@@ -176,8 +154,6 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
     const error = refused?.get(key)
     if (error !== undefined) {
       item.partition = partition
-      // Refused: that batch was not written.
-      item.sentAs = null
       refusals ??= new Map()
       const list = refusals.get(key)
       if (list === undefined) refusals.set(key, [item])
@@ -192,8 +168,6 @@ function settleAttempt (items, byTopic, { assigned, positions, pending, entries,
       item.written = NO_METADATA
     } else {
       item.partition = partition
-      // What its batch went under if it may have been written.
-      item.sentAs = sentAs?.get(key) ?? null
       // Answered "nothing appended": as good as not sent (writtenOf()).
       if (declined?.has(key)) {
         item.refusals++
@@ -272,4 +246,4 @@ function wakeOnReadBack (items, batch, wake) {
   }
 }
 
-module.exports = { Item, sentAgain, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack }
+module.exports = { Item, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack }

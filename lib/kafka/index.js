@@ -7,7 +7,7 @@ const { integer, timerMs, oneOf, boolean, resolve } = require('../core/options')
 const { kafkajsPatchStatus, ensureKafkajsPatch, checkProducer } = require('./kafkajs-patch')
 const { kOutcome, kPerRecord, kMuted } = require('./send-messages')
 const { Lanes } = require('./lanes')
-const { Item, sentAgain, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack } = require('./fates')
+const { Item, settleAttempt, allSettled, fates, inDoubt, readBackEnd, wakeOnReadBack } = require('./fates')
 const { NO_METADATA, Unwritten, writtenOf, rejection, refuse, settledOne, results, merge } = require('./outcomes')
 const { copyMessage, Refused, refusal, isEncodingFailure, isBatchableTimestamp, compressedBound, RECORD_BATCH_OVERHEAD_BYTES, BROKER_MESSAGE_MAX_BYTES, RECORD_DELTA_SLACK_BYTES } = require('./message')
 const { librdkafkaClientOf } = require('./librdkafka')
@@ -464,9 +464,10 @@ class WrappedProducer {
         held = true
         continue
       }
+      // A message the failed request assigned a partition goes to it again.
+      item.sent = item.partition === null ? item.message : { ...item.message, partition: item.partition }
       item.sends++
       item.slot = list.length
-      item.sent = item.partition === null ? item.message : sentAgain(item, list)
       list.push(item.sent)
     }
     // Everything settled by an earlier request of this batch, or held back.

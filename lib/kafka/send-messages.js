@@ -4,7 +4,6 @@
 // says what it fixes and puts it in place): loaded when kafkajs's producer
 // first requires sendMessages, not at install().
 const path = require('node:path')
-const { Sequences, keepAsWent, kSentAs } = require('./sequences')
 const { createReadBack } = require('./read-back')
 
 // What a call leaves for wrapProducer(), on its result (a non-enumerable
@@ -86,8 +85,6 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
     const { staleMetadata, createErrorFromCode } = internal('protocol/error')
     const apiKeys = internal('protocol/requests/apiKeys')
     const { requests } = internal('protocol/requests')
-    // The idempotent producer's batches that may have been written (sequences.js).
-    const sequences = new Sequences(eosManager)
     const { placed, confirm, readBack } = createReadBack(cluster, confirmWaitMs)
 
     // broker.produce() reads the response with kafkajs's parse, which throws
@@ -196,12 +193,9 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
           position[i] = list.length
           list.push(message)
         }
-        // An idempotent batch of wrapProducer()'s that may have been written
-        // goes again exactly as it went (`sentAs`, sequences.js).
-        const again = perRecord && Object.hasOwn(messages, kSentAs) && eosManager.isInitialized() ? keepAsWent(messages[kSentAs], messages, perPartition, partitions, position) : null
         for (let partition = 0; partition <= last; partition++) {
           const list = perPartition[partition]
-          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list, maybeAt: null, sentAs: again?.get(partition) ?? null })
+          if (list !== 0 && list !== null) pending.set(`${topic}\0${partition}`, { topic, partition, messages: list, maybeAt: null })
         }
         assigned.set(messages, partitions)
         positions.set(messages, position)
@@ -236,7 +230,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
           if (topics === undefined) perNode.set(leader, (topics = new Map()))
           let partitions = topics.get(topic)
           if (partitions === undefined) topics.set(topic, (partitions = []))
-          partitions.push({ partition, messages, entry })
+          partitions.push({ partition, messages })
         }
       }
       return { perNode, leaderless }
@@ -250,41 +244,28 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
       return out
     }
 
-    // "topic\0partition" -> what each idempotent batch still to send that may
-    // have been written went under (sequences.js), or null.
-    function sentAsOf (pending) {
-      let out = null
-      for (const [key, entry] of pending) if (entry.sentAs !== null) (out ??= new Map()).set(key, entry.sentAs)
-      return out
-    }
-
     // One broker's part of an attempt. The broker answers each partition on
     // its own: one written is done (never sent again); one refused goes to
     // `refusals`, its sequence numbers given back (the broker wrote none of
-    // its batch, so the next batch of that partition reuses them). With `as`
-    // (sequences.js): idempotent batches going again under the producer id
-    // and epoch they went with, which leave the producer's sequences alone.
-    async function produce (broker, topicData, request, pending, results, refusals, as = null) {
+    // its batch, so the next batch of that partition reuses them).
+    async function produce (broker, topicData, request, pending, results, refusals) {
       await eosManager.acquireBrokerLock(broker)
       try {
         if (eosManager.isTransactional()) await eosManager.addPartitionsToTransaction(topicData)
-        const tracked = eosManager.isInitialized() && !eosManager.isTransactional()
         let sent = 0
         for (const { topic, partitions } of topicData) {
           for (const entry of partitions) {
-            entry.firstSequence = as === null ? eosManager.getSequence(topic, entry.partition) : entry.entry.sentAs.firstSequence
-            if (as === null) eosManager.updateSequence(topic, entry.partition, entry.messages.length)
+            entry.firstSequence = eosManager.getSequence(topic, entry.partition)
+            eosManager.updateSequence(topic, entry.partition, entry.messages.length)
             sent++
           }
         }
-        const producerId = as === null ? eosManager.getProducerId() : as.producerId
-        const producerEpoch = as === null ? eosManager.getProducerEpoch() : as.producerEpoch
         let response
         try {
           response = await produceRequest(broker, {
             transactionalId: eosManager.isTransactional() ? eosManager.getTransactionalId() : undefined,
-            producerId,
-            producerEpoch,
+            producerId: eosManager.getProducerId(),
+            producerEpoch: eosManager.getProducerEpoch(),
             acks: request.acks ?? -1,
             timeout: request.timeout ?? 30000,
             compression: request.compression ?? 0,
@@ -294,10 +275,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
           // Not acknowledged: the same sequence numbers go out again, so that
           // the broker drops what it wrote without answering.
           for (const { topic, partitions } of topicData) {
-            for (const entry of partitions) {
-              if (as === null) eosManager.updateSequence(topic, entry.partition, -entry.messages.length)
-              if (tracked) sequences.unknown(topic, entry, producerId, producerEpoch)
-            }
+            for (const entry of partitions) eosManager.updateSequence(topic, entry.partition, -entry.messages.length)
           }
           throw error
         }
@@ -317,16 +295,13 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
             if (code === 0 || code === undefined || code === DUPLICATE_SEQUENCE_NUMBER) {
               pending.delete(key)
               results.push({ topicName, ...answer })
-              if (tracked) sequences.settled(key, entry.sentAs)
             } else {
-              if (as === null) eosManager.updateSequence(topicName, answer.partition, -entry.messages.length)
-              const error = createErrorFromCode(code)
-              if (tracked && mayBeAppended(error, answer.baseOffset)) sequences.unknown(topicName, sentOf(topicData, topicName, answer.partition), producerId, producerEpoch)
-              refusals.push({ key, error, baseOffset: answer.baseOffset })
+              eosManager.updateSequence(topicName, answer.partition, -entry.messages.length)
+              refusals.push({ key, error: createErrorFromCode(code), baseOffset: answer.baseOffset })
             }
           }
         }
-        if (answered < sent) giveBackUnanswered(topicData, response, eosManager, as, tracked && ((topic, entry) => sequences.unknown(topic, entry, producerId, producerEpoch)))
+        if (answered < sent) giveBackUnanswered(topicData, response, eosManager)
       } finally {
         await eosManager.releaseBrokerLock(broker)
       }
@@ -334,15 +309,11 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
 
     // A partition the answer leaves out may have been written: its batch
     // goes again with the same sequence numbers, as after no answer at all.
-    function giveBackUnanswered (topicData, response, eosManager, as, unknown) {
+    function giveBackUnanswered (topicData, response, eosManager) {
       const answered = new Set()
       for (const { topicName, partitions } of response.topics) for (const { partition } of partitions) answered.add(`${topicName}\0${partition}`)
       for (const { topic, partitions } of topicData) {
-        for (const entry of partitions) {
-          if (answered.has(`${topic}\0${entry.partition}`)) continue
-          if (as === null) eosManager.updateSequence(topic, entry.partition, -entry.messages.length)
-          if (unknown) unknown(topic, entry)
-        }
+        for (const entry of partitions) if (!answered.has(`${topic}\0${entry.partition}`)) eosManager.updateSequence(topic, entry.partition, -entry.messages.length)
       }
     }
 
@@ -368,7 +339,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
       // refused at once.
       const autoCreate = cluster.brokerPool?.seedBroker?.allowAutoTopicCreation !== false
       const outcome = () => {
-        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined, autoCreate, maybeAt: perRecord ? readBacks(call.pending) : null, sentAs: perRecord ? sentAsOf(call.pending) : null }
+        if (call !== null) return { assigned: call.assigned, positions: call.positions, pending: call.pending, entries: results, refused, topics: refusedTopics, thrown: call.thrown, retry, declined, autoCreate, maybeAt: perRecord ? readBacks(call.pending) : null }
         // An attempt that ended before any message had a partition sent
         // nothing; the topics the cluster refused are known.
         return perRecord && retry !== null ? { assigned: NOTHING, pending: NOTHING, entries: results, refused, topics: refusedTopics, retry, autoCreate, unsent: true } : null
@@ -391,9 +362,6 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
             call ??= await assign(topicMessages, refusedTopics)
             const { pending } = call
             const held = hasMaybeAt(pending) ? await confirm(pending, results) : NONE_HELD
-            // A new batch to a partition whose last one may have been written
-            // under the producer's id: a fresh id first (sequences.js).
-            if (sequences.mustRenew(pending)) await eosManager.initProducerId()
             const { perNode, leaderless } = perLeader(pending, held)
             // Every request of the attempt settles before the next attempt:
             // a partition never has two in flight.
@@ -406,11 +374,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
               perNodeResults.set(nodeId, own)
               const broker = await cluster.findBroker({ nodeId })
               const topicData = Array.from(topicMap, ([topic, partitions]) => ({ topic, partitions }))
-              // Idempotent batches going again under another producer id or
-              // epoch: requests of their own (sequences.js).
-              const went = eosManager.isInitialized() && !eosManager.isTransactional() ? sequences.asWent(topicData) : null
-              if (topicData.length > 0) await produce(broker, topicData, request, pending, own, refusals)
-              if (went !== null) for (const group of went) await produce(broker, group.topicData, request, pending, own, refusals, group.as)
+              await produce(broker, topicData, request, pending, own, refusals)
             }))
             for (const nodeId of Array.from(perNodeResults.keys()).sort((a, b) => Number(a) - Number(b))) {
               for (const entry of perNodeResults.get(nodeId)) results.push(entry)
@@ -420,10 +384,7 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
             // only its own messages fail. One refused for where it went (a
             // moved leader, too few replicas) goes again, alone.
             for (const { key, error, baseOffset } of refusals) {
-              // An idempotent batch going again that the broker does not
-              // follow on from: not in the log if sent whole, else unknowable.
-              const lost = SEQUENCE_LOST.has(error.type)
-              if (lost ? pending.get(key).sentAs === null || sequences.lost(pending.get(key)) : error.retriable && !RECORD_REFUSED.has(error.type)) {
+              if (SEQUENCE_LOST.has(error.type) || (error.retriable && !RECORD_REFUSED.has(error.type))) {
                 failure ??= error
                 // Refused with nothing appended (no offset): as good as not sent.
                 if (NOT_APPENDED.has(error.type) && !(Number(baseOffset) >= 0)) declined.add(key)
@@ -434,7 +395,6 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
                 const entry = pending.get(key)
                 if (offset >= 0 && Number.isSafeInteger(offset + entry.messages.length) && !eosManager.isInitialized()) entry.maybeAt = placed(offset)
               } else {
-                if (!lost) sequences.settled(key, pending.get(key).sentAs)
                 pending.delete(key)
                 refused.set(key, error)
               }
@@ -491,18 +451,6 @@ function createSendMessagesFactory (dir, { confirmWaitMs } = {}) {
 }
 
 const NONE_HELD = new Set()
-
-// Whether a partition's refusal leaves its batch maybe in the log: a
-// retriable answer other than one that says nothing was appended.
-function mayBeAppended (error, baseOffset) {
-  if (!error.retriable || SEQUENCE_LOST.has(error.type) || RECORD_REFUSED.has(error.type)) return false
-  return !NOT_APPENDED.has(error.type) || Number(baseOffset) >= 0
-}
-
-// The request's batch for a partition.
-function sentOf (topicData, topic, partition) {
-  return topicData.find((data) => data.topic === topic).partitions.find((p) => p.partition === partition)
-}
 
 function hasMaybeAt (pending) {
   for (const entry of pending.values()) if (entry.maybeAt !== null) return true
