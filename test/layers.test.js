@@ -30,7 +30,7 @@ const SIDEWAYS = new Set(['http>batch', 'kafka>batch', 'statsd>dns', 'monitor>dn
 // Files allowed a require() whose argument is not a literal: index.js's lazy()
 // loader (its paths are read from the lazy('...') calls), and kafkajs's own
 // files, reached by their install path.
-const DYNAMIC = new Set(['index.js', 'lib/kafka/kafkajs-patch.js', 'lib/kafka/kafkajs-known.js', 'lib/kafka/send-messages.js'])
+const DYNAMIC = new Set(['index.js', 'lib/kafka/kafkajs-patch.js', 'lib/kafka/kafkajs-known.js', 'lib/kafka/send-messages.js', 'lib/kafka/unpoisoned.js'])
 
 function sourceFiles () {
   const lib = fs.readdirSync(path.join(root, 'lib'), { recursive: true })
