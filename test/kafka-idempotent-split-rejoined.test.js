@@ -11,27 +11,9 @@
 // Plain kafkajs: each call its own request (no halves), a lost answer retried
 // under the same producer id and sequence numbers: written once.
 const t = require('tap')
-const { scripted, wrapped } = require('./helpers/scripted-kafka')
+const { scripted, wrapped, kafkaLog } = require('./helpers/scripted-kafka')
 
-const OUT_OF_ORDER = 45
-const DUPLICATE = 46
 const INVALID_RECORD = 87
-
-function kafkaLog () {
-  const batches = new Map()
-  const written = []
-  function append (request, topic, p) {
-    const key = `${request.producerId}:${topic}:${p.partition}`
-    const list = batches.get(key) ?? []
-    const last = p.firstSequence + p.messages.length - 1
-    if (list.some(([a, b]) => a === p.firstSequence && b === last)) return DUPLICATE
-    if (list.length > 0 && p.firstSequence !== list[list.length - 1][1] + 1) return OUT_OF_ORDER
-    batches.set(key, [...list, [p.firstSequence, last]])
-    for (const m of p.messages) written.push(String(m.value))
-    return 0
-  }
-  return { append, times: (v) => written.filter((w) => w === v).length }
-}
 
 t.test('idempotent: records split from an invalid one, written with their answer lost, are written once', async (t) => {
   const log = kafkaLog()

@@ -172,4 +172,24 @@ function wrapped (s, { partitioner, retry = { retries: 1 }, wrap, factory = ours
   return wrapProducer(producer, { retryBackoffMs: 1, flushOnSignals: false, ...wrap })
 }
 
-module.exports = { scripted, wrapped, dir, ours, createRetry }
+// A partition's log as Kafka keeps an idempotent producer's batches: the
+// same first and last sequence number is a copy (DUPLICATE_SEQUENCE_NUMBER);
+// any other that does not follow the last is out of order; a producer id
+// with no batch there starts anywhere. times(value): how often it was written.
+function kafkaLog () {
+  const batches = new Map() // "producerId:topic:partition" -> [[first, last]]
+  const written = []
+  function append (request, topic, p) {
+    const key = `${request.producerId}:${topic}:${p.partition}`
+    const list = batches.get(key) ?? []
+    const last = p.firstSequence + p.messages.length - 1
+    if (list.some(([a, b]) => a === p.firstSequence && b === last)) return 46
+    if (list.length > 0 && p.firstSequence !== list[list.length - 1][1] + 1) return 45
+    batches.set(key, [...list, [p.firstSequence, last]])
+    for (const m of p.messages) written.push(String(m.value))
+    return 0
+  }
+  return { append, times: (v) => written.filter((w) => w === v).length }
+}
+
+module.exports = { scripted, wrapped, dir, ours, createRetry, kafkaLog }
